@@ -1,0 +1,61 @@
+//! The adapter trait every benchmarked engine and peer implements.
+//!
+//! The benchmark speaks `u64 -> u64` so that learned indexes, in-memory maps
+//! and disk key-value stores can run the same operation streams in the same
+//! process. Operations take `&self`: engines that are not internally
+//! concurrent wrap themselves in a lock, as a user would.
+
+use std::path::Path;
+
+use lidx_core::Result;
+
+/// One running instance of an engine under test.
+pub trait BenchEngine: Send + Sync {
+    /// Value stored under `key`, if any.
+    fn get(&self, key: u64) -> Result<Option<u64>>;
+    /// Inserts or overwrites `key`.
+    fn insert(&self, key: u64, value: u64) -> Result<()>;
+    /// Removes `key`; `true` if it was present.
+    fn remove(&self, key: u64) -> Result<bool>;
+    /// Clears `out` and fills it with up to `n` pairs with key >= `start`, ascending.
+    fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()>;
+    /// Makes every earlier write durable (no-op for in-memory engines).
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Bytes the engine occupies on disk, for persistent engines.
+    fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// What the runner needs to know about an engine before building it.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineInfo {
+    /// Name used on the command line and in reports.
+    pub name: &'static str,
+    /// One-line description (crate and structure).
+    pub description: &'static str,
+    /// Durability setting, written into every result row; `"in-memory"` for
+    /// engines without persistence.
+    pub durability: &'static str,
+    /// Whether the engine accepts inserts and removes.
+    pub writable: bool,
+    /// Whether the engine keeps its data in files (then a temp dir is provided).
+    pub persistent: bool,
+}
+
+/// Builds an engine from a sorted, duplicate-free bulk load.
+pub trait EngineFactory: Send + Sync {
+    /// Static facts about the engine.
+    fn info(&self) -> EngineInfo;
+    /// Bulk-loads `pairs` (sorted by key, unique keys). `dir` is an empty
+    /// directory the engine may use for its files. `writes_expected` tells
+    /// engines that have separate static and dynamic variants which to build.
+    fn build(
+        &self,
+        pairs: &[(u64, u64)],
+        dir: &Path,
+        writes_expected: bool,
+    ) -> Result<Box<dyn BenchEngine>>;
+}

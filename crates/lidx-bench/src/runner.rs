@@ -1,0 +1,419 @@
+//! The benchmark runner behind `lidx bench` and `lidx demo`.
+//!
+//! For every (workload, thread count) the operation streams are generated
+//! once, before any timing. Then, for each repeat, every engine is built
+//! from the same bulk load and runs the same streams, engines interleaved
+//! (A, B, C, A, B, C, ...) so that the machine's slow phases hit all engines
+//! alike and ratios stay meaningful on a noisy machine. Each figure in a row
+//! is the median over the repeats. Every answer is checked against the
+//! expectation computed at generation time.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use lidx_core::{Error, Result};
+
+use crate::datasets;
+use crate::engine::{BenchEngine, EngineFactory};
+use crate::results::{Header, Results, Row};
+use crate::workload::{self, Expect, Op, Prepared, Step, WorkloadSpec, value_matches_key};
+use crate::{alloc, build_info, registry};
+
+/// Latency is timed for one operation in this many (timing every
+/// operation would add two clock reads to each and distort fast engines).
+const LATENCY_SAMPLE_EVERY: usize = 8;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Engine names; the first is the baseline for ratios.
+    pub engines: Vec<String>,
+    /// Dataset argument (name, generator or path).
+    pub dataset: String,
+    /// Limit on the number of keys.
+    pub keys: Option<usize>,
+    /// Workload names.
+    pub workloads: Vec<String>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// Operations per run (all threads together).
+    pub ops: usize,
+    /// Repeats per (engine, workload, threads); figures are medians.
+    pub repeat: usize,
+    /// Seed for generated keys and workloads.
+    pub seed: u64,
+    /// CPUs to pin worker threads to (round robin), if any.
+    pub pin: Option<Vec<usize>>,
+    /// Extra directory to look for real key sets in.
+    pub data_dir: Option<PathBuf>,
+    /// Directory for persistent engines' files (default: system temp dir).
+    pub work_dir: Option<PathBuf>,
+    /// Show a progress bar (only drawn when stderr is a terminal).
+    pub progress: bool,
+    /// Command line recorded in the header.
+    pub command: String,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            engines: Vec::new(),
+            dataset: String::new(),
+            keys: None,
+            workloads: vec!["lookup".to_owned()],
+            threads: vec![1],
+            ops: 1_000_000,
+            repeat: 3,
+            seed: 42,
+            pin: None,
+            data_dir: None,
+            work_dir: None,
+            progress: true,
+            command: String::new(),
+        }
+    }
+}
+
+/// One engine's measurements in one repeat.
+#[derive(Clone, Debug)]
+struct Sample {
+    mops: f64,
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    build_s: f64,
+    memory: u64,
+    disk: u64,
+    wrong: u64,
+}
+
+/// A note about something the runner skipped (e.g. a read-only engine on a
+/// write workload), printed next to the table.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    /// Engine name.
+    pub engine: String,
+    /// Workload name.
+    pub workload: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Rows and header, ready for JSON.
+    pub results: Results,
+    /// Combinations that were not run.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Validates the configuration, loads data and runs everything.
+pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
+    if cfg.engines.is_empty() {
+        return Err(Error::invalid("no engines given"));
+    }
+    if cfg.repeat == 0 {
+        return Err(Error::invalid("--repeat must be at least 1"));
+    }
+    if cfg.ops == 0 {
+        return Err(Error::invalid("--ops must be at least 1"));
+    }
+    if cfg.threads.iter().any(|&t| t == 0) || cfg.threads.is_empty() {
+        return Err(Error::invalid("--threads must be at least 1"));
+    }
+    // Resolve every name before doing any work, so typos fail fast.
+    let factories: Vec<Box<dyn EngineFactory>> = cfg
+        .engines
+        .iter()
+        .map(|n| registry::by_name(n))
+        .collect::<Result<_>>()?;
+    let specs: Vec<WorkloadSpec> = cfg
+        .workloads
+        .iter()
+        .map(|w| w.parse::<WorkloadSpec>())
+        .collect::<Result<_>>()?;
+    if let Some(pins) = &cfg.pin {
+        let available = core_affinity::get_core_ids().unwrap_or_default();
+        if let Some(bad) = pins.iter().find(|p| !available.iter().any(|c| c.id == **p)) {
+            return Err(Error::invalid(format!(
+                "--pin: CPU {bad} is not available (have {})",
+                available.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(",")
+            )));
+        }
+    }
+    let keyset = datasets::load_u64(&cfg.dataset, cfg.keys, cfg.seed, cfg.data_dir.as_deref())?;
+    if keyset.keys.is_empty() {
+        return Err(Error::invalid(format!("dataset '{}' has no keys", keyset.name)));
+    }
+
+    let header = Header {
+        cpu_model: build_info::cpu_model(),
+        cores: build_info::cores(),
+        rustc: build_info::rustc_version(),
+        git_commit: build_info::git_commit(),
+        lidx_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        command: cfg.command.clone(),
+        repeats: cfg.repeat,
+    };
+
+    let total_runs = (specs.len() * cfg.threads.len() * factories.len() * cfg.repeat) as u64;
+    let bar = if cfg.progress && std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(total_runs);
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for (spec, wname) in specs.iter().zip(&cfg.workloads) {
+        for &threads in &cfg.threads {
+            bar.set_message(format!("{wname}, {threads} thread(s): generating"));
+            let prepared = workload::prepare(spec, &keyset.keys, threads, cfg.ops, cfg.seed)?;
+            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); factories.len()];
+            for rep in 0..cfg.repeat {
+                for (i, f) in factories.iter().enumerate() {
+                    let info = f.info();
+                    bar.set_message(format!("{wname}, {threads}T, {} (repeat {})", info.name, rep + 1));
+                    if prepared.writes && !info.writable {
+                        if rep == 0 {
+                            skipped.push(Skipped {
+                                engine: info.name.to_owned(),
+                                workload: wname.clone(),
+                                reason: "read-only engine, workload writes".to_owned(),
+                            });
+                        }
+                        bar.inc(1);
+                        continue;
+                    }
+                    samples[i].push(run_one(f.as_ref(), &prepared, cfg)?);
+                    bar.inc(1);
+                }
+            }
+            for (f, s) in factories.iter().zip(samples) {
+                if s.is_empty() {
+                    continue;
+                }
+                let info = f.info();
+                rows.push(Row {
+                    engine: info.name.to_owned(),
+                    dataset: keyset.name.clone(),
+                    keys: keyset.keys.len() as u64,
+                    workload: wname.clone(),
+                    threads,
+                    ops: prepared.streams.iter().map(|s| s.len() as u64).sum(),
+                    throughput_mops: median_f64(s.iter().map(|x| x.mops)),
+                    p50_ns: median_u64(s.iter().map(|x| x.p50)),
+                    p99_ns: median_u64(s.iter().map(|x| x.p99)),
+                    p999_ns: median_u64(s.iter().map(|x| x.p999)),
+                    build_s: median_f64(s.iter().map(|x| x.build_s)),
+                    memory_bytes: median_u64(s.iter().map(|x| x.memory)),
+                    disk_bytes: median_u64(s.iter().map(|x| x.disk)),
+                    durability: info.durability.to_owned(),
+                    wrong_answers: s.iter().map(|x| x.wrong).sum(),
+                });
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(Outcome {
+        results: Results { header, rows },
+        skipped,
+    })
+}
+
+fn median_f64(it: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = it.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn median_u64(it: impl Iterator<Item = u64>) -> u64 {
+    let mut v: Vec<u64> = it.collect();
+    v.sort_unstable();
+    match v.len() {
+        0 => 0,
+        n if n % 2 == 1 => v[n / 2],
+        n => v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2,
+    }
+}
+
+/// Builds one engine, runs the prepared streams on it and measures.
+fn run_one(factory: &dyn EngineFactory, prepared: &Prepared, cfg: &BenchConfig) -> Result<Sample> {
+    let info = factory.info();
+    let tmp = match &cfg.work_dir {
+        Some(d) => tempfile::Builder::new().prefix("lidx-bench-").tempdir_in(d),
+        None => tempfile::Builder::new().prefix("lidx-bench-").tempdir(),
+    }
+    .map_err(|e| Error::io(cfg.work_dir.clone().unwrap_or_else(std::env::temp_dir), e))?;
+
+    let heap_before = alloc::live_bytes();
+    let t0 = Instant::now();
+    let engine = factory.build(&prepared.load, tmp.path(), prepared.writes)?;
+    let build_s = t0.elapsed().as_secs_f64();
+
+    let outcome = execute(engine.as_ref(), &prepared.streams, cfg.pin.as_deref())
+        .map_err(|e| Error::invalid(format!("{}: {e}", info.name)))?;
+    let memory = if alloc::is_active() {
+        (alloc::live_bytes() - heap_before).max(0) as u64
+    } else {
+        0
+    };
+    let disk = engine.disk_bytes().unwrap_or(0);
+    drop(engine);
+    drop(tmp);
+
+    let mut hist = outcome.histogram;
+    let q = |p: f64| if hist.is_empty() { 0 } else { hist.value_at_quantile(p) };
+    let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
+    hist.reset();
+    let secs = outcome.elapsed.as_secs_f64().max(1e-9);
+    Ok(Sample {
+        mops: outcome.ops as f64 / secs / 1e6,
+        p50,
+        p99,
+        p999,
+        build_s,
+        memory,
+        disk,
+        wrong: outcome.wrong,
+    })
+}
+
+/// Result of running the streams once.
+pub struct Execution {
+    /// Wall time from the common start to the last thread's end.
+    pub elapsed: Duration,
+    /// Operations executed.
+    pub ops: u64,
+    /// Sampled per-operation latencies in nanoseconds.
+    pub histogram: Histogram<u64>,
+    /// Answers that did not match their expectation.
+    pub wrong: u64,
+}
+
+/// Runs one stream per thread against `engine` and checks every answer.
+pub fn execute(engine: &dyn BenchEngine, streams: &[Vec<Step>], pin: Option<&[usize]>) -> Result<Execution> {
+    let barrier = Barrier::new(streams.len() + 1);
+    let (start, per_thread) = std::thread::scope(|scope| {
+        let handles: Vec<_> = streams
+            .iter()
+            .enumerate()
+            .map(|(t, stream)| {
+                let barrier = &barrier;
+                scope.spawn(move || -> Result<(Instant, Histogram<u64>, u64, u64)> {
+                    if let Some(cpus) = pin.filter(|c| !c.is_empty()) {
+                        core_affinity::set_for_current(core_affinity::CoreId {
+                            id: cpus[t % cpus.len()],
+                        });
+                    }
+                    let hist = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3);
+                    // Wait even on error so the other threads are not left hanging.
+                    barrier.wait();
+                    let mut hist = hist.map_err(|e| Error::invalid(format!("histogram: {e}")))?;
+                    let (wrong, ops) = run_stream(engine, stream, &mut hist)?;
+                    Ok((Instant::now(), hist, wrong, ops))
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let joined: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("worker thread panicked"))))
+            .collect();
+        (start, joined)
+    });
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3)
+        .map_err(|e| Error::invalid(format!("histogram: {e}")))?;
+    let (mut end, mut wrong, mut ops) = (start, 0, 0);
+    for r in per_thread {
+        let (t_end, h, w, o) = r?;
+        end = end.max(t_end);
+        histogram
+            .add(&h)
+            .map_err(|e| Error::invalid(format!("histogram: {e}")))?;
+        wrong += w;
+        ops += o;
+    }
+    Ok(Execution {
+        elapsed: end.duration_since(start),
+        ops,
+        histogram,
+        wrong,
+    })
+}
+
+/// Executes one thread's stream; returns (wrong answers, operations).
+fn run_stream(engine: &dyn BenchEngine, stream: &[Step], hist: &mut Histogram<u64>) -> Result<(u64, u64)> {
+    let mut wrong = 0u64;
+    let mut scan_buf = Vec::with_capacity(128);
+    for (i, step) in stream.iter().enumerate() {
+        let timed = i % LATENCY_SAMPLE_EVERY == 0;
+        let t0 = timed.then(Instant::now);
+        let ok = match step.op {
+            Op::Get(k) => check_get(k, engine.get(k)?, step.expect),
+            Op::Insert(k, v) | Op::Update(k, v) => {
+                engine.insert(k, v)?;
+                true
+            }
+            Op::Remove(k) => {
+                engine.remove(k)?;
+                true
+            }
+            Op::Scan(k, n) => {
+                engine.scan(k, n as usize, &mut scan_buf)?;
+                check_scan(k, n, &scan_buf, step.expect)
+            }
+        };
+        if let Some(t0) = t0 {
+            // Saturate instead of failing: a value beyond the histogram's
+            // range is still "very slow".
+            let _ = hist.record(t0.elapsed().as_nanos().clamp(1, 600_000_000_000) as u64);
+        }
+        wrong += u64::from(!ok);
+    }
+    Ok((wrong, stream.len() as u64))
+}
+
+/// Whether a `get` answer satisfies its expectation.
+pub fn check_get(key: u64, got: Option<u64>, expect: Expect) -> bool {
+    match expect {
+        Expect::Value(v) => got == v,
+        Expect::Consistent => got.is_none_or(|v| value_matches_key(key, v)),
+        Expect::Nothing | Expect::ScanFirst { .. } => true,
+    }
+}
+
+/// Whether a `scan` answer satisfies its expectation: ascending keys, all
+/// `>= start`, at most `n`, values consistent with their keys, and the
+/// expected length and first key when known.
+pub fn check_scan(start: u64, n: u32, got: &[(u64, u64)], expect: Expect) -> bool {
+    let shape_ok = got.len() <= n as usize
+        && got.first().is_none_or(|&(k, _)| k >= start)
+        && got.windows(2).all(|w| w[0].0 < w[1].0)
+        && got.iter().all(|&(k, v)| value_matches_key(k, v));
+    shape_ok
+        && match expect {
+            Expect::ScanFirst { len, first } => {
+                got.len() == len as usize && (len == 0 || got[0].0 == first)
+            }
+            _ => true,
+        }
+}

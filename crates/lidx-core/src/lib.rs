@@ -1,0 +1,19 @@
+//! # lidx-core
+//!
+//! What every lidx engine shares: the [`Key`](key::Key) trait, learned
+//! [`model`]s with exact error bounds, [`search`] routines over sorted
+//! slices, key-set I/O ([`keyset`]), [`checksum`]s for on-disk formats and
+//! the one [`Error`](error::Error) type.
+//!
+//! Engines depend on this crate and never on each other.
+#![warn(missing_docs)]
+
+pub mod checksum;
+pub mod error;
+pub mod key;
+pub mod keyset;
+pub mod model;
+pub mod search;
+
+pub use error::{Error, Result};
+pub use key::{F64Key, Key};

@@ -1,0 +1,217 @@
+//! Searches over sorted slices.
+//!
+//! Every function returns a *partition point*: the first index whose element
+//! is not "before" the target. `lower_bound` is the first element `>= key`,
+//! `upper_bound` the first `> key`. The `_by` variants take the predicate
+//! directly (`before(x)` is true exactly for the elements left of the answer),
+//! so engines can search record arrays without copying keys out.
+//!
+//! The model-guided variants take a predicted position and never trust it
+//! blindly: [`lower_bound_within`] checks that the answer really lies in the
+//! error window and otherwise falls back to an exponential search, so a model
+//! used on keys it was not trained on (absent keys, later inserts) can cost
+//! time but never give a wrong answer.
+
+/// Binary search for the partition point of `before` over the whole slice.
+///
+/// Branch-light (the loop body compiles to a conditional move) and equal to
+/// `slice.partition_point(before)` on every input.
+#[inline]
+pub fn partition_by<T>(slice: &[T], before: impl Fn(&T) -> bool) -> usize {
+    let mut size = slice.len();
+    if size == 0 {
+        return 0;
+    }
+    let mut base = 0usize;
+    // Invariant: the answer lies in [base, base + size].
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = if before(&slice[mid]) { mid } else { base };
+        size -= half;
+    }
+    base + usize::from(before(&slice[base]))
+}
+
+/// First index whose element is `>= key`.
+#[inline]
+pub fn lower_bound<K: Ord>(slice: &[K], key: &K) -> usize {
+    partition_by(slice, |x| x < key)
+}
+
+/// First index whose element is `> key`.
+#[inline]
+pub fn upper_bound<K: Ord>(slice: &[K], key: &K) -> usize {
+    partition_by(slice, |x| x <= key)
+}
+
+/// Partition point of `before`, searched only inside the window
+/// `[pos - err, pos + err]` when the answer is known to lie there (the
+/// window is verified with at most two probes), else found by
+/// [`exponential_by`] from `pos`. Always equal to `slice.partition_point(before)`.
+#[inline]
+pub fn within_by<T>(slice: &[T], pos: usize, err: usize, before: impl Fn(&T) -> bool) -> usize {
+    let n = slice.len();
+    let pos = pos.min(n);
+    let lo = pos.saturating_sub(err);
+    let hi = pos.saturating_add(err).saturating_add(1).min(n);
+    let left_ok = lo == 0 || before(&slice[lo - 1]);
+    let right_ok = hi == n || !before(&slice[hi]);
+    if left_ok && right_ok {
+        lo + partition_by(&slice[lo..hi], before)
+    } else {
+        exponential_by(slice, pos, before)
+    }
+}
+
+/// `lower_bound` guided by a model's predicted position `pos` and its error bound `err`.
+#[inline]
+pub fn lower_bound_within<K: Ord>(slice: &[K], key: &K, pos: usize, err: usize) -> usize {
+    within_by(slice, pos, err, |x| x < key)
+}
+
+/// `upper_bound` guided by a model's predicted position `pos` and its error bound `err`.
+#[inline]
+pub fn upper_bound_within<K: Ord>(slice: &[K], key: &K, pos: usize, err: usize) -> usize {
+    within_by(slice, pos, err, |x| x <= key)
+}
+
+/// Exponential (galloping) search for the partition point of `before`,
+/// starting at `pos` (clamped to the slice): O(log d) probes where d is the
+/// distance between `pos` and the answer.
+pub fn exponential_by<T>(slice: &[T], pos: usize, before: impl Fn(&T) -> bool) -> usize {
+    let n = slice.len();
+    let pos = pos.min(n);
+    if pos < n && before(&slice[pos]) {
+        // Answer is right of pos: grow [pos + 1, pos + step] until its end is not before.
+        // Indices below `prev` are known to be before.
+        let mut prev = pos + 1;
+        let mut step = 1usize;
+        loop {
+            let probe = pos.saturating_add(step);
+            if probe >= n {
+                return prev + partition_by(&slice[prev..n], &before);
+            }
+            if !before(&slice[probe]) {
+                return prev + partition_by(&slice[prev..probe], &before);
+            }
+            prev = probe + 1;
+            step = step.saturating_mul(2);
+        }
+    } else {
+        // Answer is at or left of pos: everything from `end` on is not before.
+        let mut end = pos;
+        let mut step = 1usize;
+        loop {
+            if step > end {
+                return partition_by(&slice[..end], &before);
+            }
+            let probe = end - step;
+            if before(&slice[probe]) {
+                return probe + 1 + partition_by(&slice[probe + 1..end], &before);
+            }
+            end = probe;
+            step = step.saturating_mul(2);
+        }
+    }
+}
+
+/// `lower_bound` by exponential search from a predicted position.
+#[inline]
+pub fn exponential_lower_bound<K: Ord>(slice: &[K], key: &K, pos: usize) -> usize {
+    exponential_by(slice, pos, |x| x < key)
+}
+
+/// `upper_bound` by exponential search from a predicted position.
+#[inline]
+pub fn exponential_upper_bound<K: Ord>(slice: &[K], key: &K, pos: usize) -> usize {
+    exponential_by(slice, pos, |x| x <= key)
+}
+
+/// Linear scan for the partition point starting at `pos`, for tiny error
+/// windows where probing neighbours beats a binary search.
+pub fn linear_by<T>(slice: &[T], pos: usize, before: impl Fn(&T) -> bool) -> usize {
+    let n = slice.len();
+    let mut i = pos.min(n);
+    if i < n && before(&slice[i]) {
+        while i < n && before(&slice[i]) {
+            i += 1;
+        }
+    } else {
+        while i > 0 && !before(&slice[i - 1]) {
+            i -= 1;
+        }
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sorted_keys() -> impl Strategy<Value = Vec<u64>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u64>(), 0..300),
+            proptest::collection::vec(0u64..20, 0..300), // many duplicates
+            proptest::collection::vec(prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()], 0..8),
+        ]
+        .prop_map(|mut v| {
+            v.sort_unstable();
+            v
+        })
+    }
+
+    fn probe_key(keys: &[u64]) -> impl Strategy<Value = u64> + use<> {
+        let from_set: Vec<u64> = keys.to_vec();
+        prop_oneof![
+            any::<u64>(),
+            Just(0u64),
+            Just(u64::MAX),
+            (0usize..from_set.len().max(1))
+                .prop_map(move |i| from_set.get(i).copied().unwrap_or(7)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn all_searches_equal_partition_point(
+            (keys, key, pos, err) in sorted_keys().prop_flat_map(|k| {
+                let n = k.len();
+                (Just(k.clone()), probe_key(&k), 0..n + 3, 0usize..40)
+            })
+        ) {
+            let lb = keys.partition_point(|x| *x < key);
+            let ub = keys.partition_point(|x| *x <= key);
+            prop_assert_eq!(lower_bound(&keys, &key), lb);
+            prop_assert_eq!(upper_bound(&keys, &key), ub);
+            prop_assert_eq!(lower_bound_within(&keys, &key, pos, err), lb);
+            prop_assert_eq!(upper_bound_within(&keys, &key, pos, err), ub);
+            prop_assert_eq!(exponential_lower_bound(&keys, &key, pos), lb);
+            prop_assert_eq!(exponential_upper_bound(&keys, &key, pos), ub);
+            prop_assert_eq!(linear_by(&keys, pos, |x| *x < key), lb);
+            prop_assert_eq!(within_by(&keys, pos, usize::MAX, |x| *x < key), lb);
+        }
+    }
+
+    #[test]
+    fn edge_inputs() {
+        let empty: [u64; 0] = [];
+        assert_eq!(lower_bound(&empty, &5), 0);
+        assert_eq!(lower_bound_within(&empty, &5, 10, 3), 0);
+        assert_eq!(exponential_lower_bound(&empty, &5, 0), 0);
+        let one = [5u64];
+        for k in [0, 5, 6, u64::MAX] {
+            for pos in 0..3 {
+                assert_eq!(
+                    lower_bound_within(&one, &k, pos, 0),
+                    one.partition_point(|x| *x < k)
+                );
+            }
+        }
+        let dups = [3u64; 1000];
+        assert_eq!(lower_bound_within(&dups, &3, 999, 0), 0);
+        assert_eq!(upper_bound_within(&dups, &3, 0, 0), 1000);
+    }
+}

@@ -1,0 +1,366 @@
+//! `lidx`: datasets, generators, benchmarks, reports and the replay protocol.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use lidx_bench::datasets::{self, KeyKind};
+use lidx_bench::r#gen::Distribution;
+use lidx_bench::report;
+use lidx_bench::results::Results;
+use lidx_bench::runner::{self, BenchConfig, Outcome};
+use lidx_core::keyset::{open_sosd_f64, open_sosd_u64, read_text_keys, write_sosd};
+use lidx_core::{Error, Result};
+
+mod replay;
+
+#[global_allocator]
+static ALLOC: lidx_bench::alloc::CountingAlloc = lidx_bench::alloc::CountingAlloc;
+
+/// Learned indexes as storage engines: benchmarks, data and tools.
+#[derive(Parser)]
+#[command(name = "lidx", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build every available engine and peer on built-in data and print the comparison.
+    Demo {
+        /// Operations per run.
+        #[arg(long, default_value_t = 200_000)]
+        ops: usize,
+        /// Repeats per engine (figures are medians).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// List the named key sets and where they were found.
+    Datasets {
+        /// Extra directory to search first.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Generate a synthetic key set as a SOSD u64 file.
+    Gen {
+        /// Distribution: uniform-dense, uniform-sparse, normal, lognormal, mixture, linear-noise.
+        dist: String,
+        /// Number of keys.
+        #[arg(long)]
+        keys: usize,
+        /// Seed (same seed, same keys).
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Run engines side by side on a dataset and workloads.
+    Bench {
+        /// Comma-separated engines; the first is the baseline for ratios.
+        #[arg(long, value_delimiter = ',', required = true)]
+        engines: Vec<String>,
+        /// Dataset name, generator name, or SOSD file path.
+        #[arg(long)]
+        dataset: String,
+        /// Limit the number of keys (real sets are thinned evenly).
+        #[arg(long)]
+        keys: Option<usize>,
+        /// Comma-separated workloads (lookup, lookup:zipf, lookup-miss, scan, insert, mixed:R, w1..w6, ycsb-a..ycsb-f, oscillate, shift).
+        #[arg(long, value_delimiter = ',', default_value = "lookup")]
+        workload: Vec<String>,
+        /// Comma-separated thread counts.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        threads: Vec<usize>,
+        /// Operations per run (all threads together).
+        #[arg(long, default_value_t = 1_000_000)]
+        ops: usize,
+        /// Repeats; every figure is the median.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Seed for generated keys and workloads.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Write results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Pin worker threads to these CPUs (round robin).
+        #[arg(long, value_delimiter = ',')]
+        pin: Option<Vec<usize>>,
+        /// Extra directory to search for real key sets.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Directory for persistent engines' temporary files.
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Print a Markdown table instead of the text table.
+        #[arg(long)]
+        md: bool,
+    },
+    /// Render a results file as an HTML page or a Markdown table.
+    Report {
+        /// Results JSON written by `lidx bench --json`.
+        results: PathBuf,
+        /// HTML output file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print a Markdown table to stdout.
+        #[arg(long)]
+        md: bool,
+    },
+    /// Drive an engine with the line protocol on stdin (see `lidx replay --help`).
+    #[command(long_about = REPLAY_HELP)]
+    Replay {
+        /// Engine name.
+        #[arg(long)]
+        engine: String,
+        /// Directory of a persistent engine (opened and recovered if it exists).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// SOSD u64 file to bulk-load first (value = key + 1).
+        #[arg(long)]
+        bulk: Option<PathBuf>,
+        /// Key type.
+        #[arg(long, value_enum, default_value = "u64")]
+        key_type: replay::KeyType,
+    },
+}
+
+const REPLAY_HELP: &str = "Drive an engine with one operation per stdin line:
+  put K V   -> (no output)
+  get K     -> value, or -
+  del K     -> 1 if K was present, else 0
+  scan K N  -> up to N k:v pairs with k >= K, ascending, space-separated
+  sync      -> synced (after making every earlier operation durable)
+K and V are decimal u64 (--key-type bytes: K is lowercase hex). Blank lines and # comments
+are ignored. Exit codes: 2 malformed line (line N: ... on stderr), 3 unsupported operation.";
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // One line: clap's first line already says what was wrong.
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    if let Cmd::Replay {
+        engine,
+        dir,
+        bulk,
+        key_type,
+    } = &cli.command
+    {
+        return match replay::main(engine, dir.as_deref(), bulk.as_deref(), *key_type) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(e.exit_code())
+            }
+        };
+    }
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e.to_string()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split('\n').map(str::trim).collect::<Vec<_>>().join("; ")
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Demo { ops, repeat } => demo(ops, repeat),
+        Cmd::Datasets { data_dir } => list_datasets(data_dir),
+        Cmd::Gen {
+            dist,
+            keys,
+            seed,
+            output,
+        } => {
+            let dist: Distribution = dist.parse()?;
+            let generated = lidx_bench::r#gen::generate(dist, keys, seed)?;
+            write_sosd(&output, &generated)?;
+            println!(
+                "wrote {} {} keys (seed {seed}) to {}",
+                generated.len(),
+                dist.name(),
+                output.display()
+            );
+            Ok(())
+        }
+        Cmd::Bench {
+            engines,
+            dataset,
+            keys,
+            workload,
+            threads,
+            ops,
+            repeat,
+            seed,
+            json,
+            pin,
+            data_dir,
+            work_dir,
+            md,
+        } => {
+            let cfg = BenchConfig {
+                engines,
+                dataset,
+                keys,
+                workloads: workload,
+                threads,
+                ops,
+                repeat,
+                seed,
+                pin,
+                data_dir,
+                work_dir,
+                progress: true,
+                command: command_line(),
+            };
+            if let Some(path) = &json {
+                check_writable(path)?;
+            }
+            let outcome = runner::run(&cfg)?;
+            print_outcome(&outcome, md);
+            if let Some(path) = json {
+                outcome.results.write(&path)?;
+                eprintln!("results written to {}", path.display());
+            }
+            Ok(())
+        }
+        Cmd::Report {
+            results,
+            output,
+            md,
+        } => {
+            let results = Results::read(&results)?;
+            if !md && output.is_none() {
+                return Err(Error::invalid("report: give -o FILE.html and/or --md"));
+            }
+            if md {
+                print!("{}", report::markdown_table(&results));
+            }
+            if let Some(path) = output {
+                report::write_html(&results, &path)?;
+                eprintln!("report written to {}", path.display());
+            }
+            Ok(())
+        }
+        Cmd::Replay { .. } => unreachable!("handled in main"),
+    }
+}
+
+/// Fails early, before a long benchmark, if the JSON file cannot be written.
+fn check_writable(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "--json {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )))
+    }
+}
+
+fn print_outcome(outcome: &Outcome, md: bool) {
+    if md {
+        print!("{}", report::markdown_table(&outcome.results));
+    } else {
+        print!("{}", report::text_table(&outcome.results));
+    }
+    for s in &outcome.skipped {
+        println!("skipped {} on {}: {}", s.engine, s.workload, s.reason);
+    }
+}
+
+fn demo(ops: usize, repeat: usize) -> Result<()> {
+    let engines = lidx_bench::registry::names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    let cfg = BenchConfig {
+        engines,
+        dataset: "torgeoip".to_owned(),
+        keys: None,
+        workloads: ["lookup", "insert", "scan", "mixed:0.9"]
+            .map(str::to_owned)
+            .to_vec(),
+        threads: vec![1],
+        ops,
+        repeat,
+        seed: 42,
+        progress: true,
+        command: command_line(),
+        ..BenchConfig::default()
+    };
+    println!(
+        "lidx demo: {} engines on the committed `torgeoip` key set (385,602 IPv4 range starts),",
+        cfg.engines.len()
+    );
+    println!(
+        "workloads {}, 1 thread, {ops} ops per run, median of {repeat} repeats; ratios vs `{}`.\n",
+        cfg.workloads.join(", "),
+        cfg.engines[0]
+    );
+    let outcome = runner::run(&cfg)?;
+    print_outcome(&outcome, false);
+    Ok(())
+}
+
+fn list_datasets(data_dir: Option<PathBuf>) -> Result<()> {
+    println!("{:<11} {:>10} {:<6} location", "name", "keys", "type");
+    for set in datasets::REAL_DATASETS {
+        let kind = match set.kind {
+            KeyKind::U64 => "u64",
+            KeyKind::F64 => "f64",
+            KeyKind::Text => "string",
+        };
+        match datasets::locate(set, data_dir.as_deref()) {
+            Some(path) => {
+                let count = match set.kind {
+                    KeyKind::U64 => open_sosd_u64(&path).map(|k| k.len()),
+                    KeyKind::F64 => open_sosd_f64(&path).map(|k| k.len()),
+                    KeyKind::Text => read_text_keys(&path).map(|k| k.len()),
+                };
+                match count {
+                    Ok(n) => println!("{:<11} {:>10} {:<6} {}", set.name, n, kind, path.display()),
+                    Err(e) => println!("{:<11} {:>10} {:<6} unreadable: {e}", set.name, "-", kind),
+                }
+            }
+            None => println!("{:<11} {:>10} {:<6} not found", set.name, set.keys, kind),
+        }
+    }
+    println!(
+        "generators (any size, `--dataset NAME --keys N`): {}",
+        Distribution::ALL
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
