@@ -124,19 +124,24 @@ pub fn generate(dist: Distribution, n: usize, seed: u64) -> Result<Vec<u64>> {
         Distribution::UniformSparse => redraw_unique(n, &mut rng, dist, |rng| rng.random::<u64>()),
         Distribution::Normal => {
             let normal = Normal::new(0.0f64, 1.0).map_err(|e| Error::invalid(e.to_string()))?;
-            redraw_unique(n, &mut rng, dist, |rng| loop {
-                let x = normal.sample(rng);
-                let k = SCALED_RANGE / 2.0 + x * (SCALED_RANGE / 12.0);
-                if (0.0..=SCALED_RANGE).contains(&k) {
-                    break k as u64;
+            redraw_unique(n, &mut rng, dist, |rng| {
+                loop {
+                    let x = normal.sample(rng);
+                    let k = SCALED_RANGE / 2.0 + x * (SCALED_RANGE / 12.0);
+                    if (0.0..=SCALED_RANGE).contains(&k) {
+                        break k as u64;
+                    }
                 }
             })
         }
         Distribution::Lognormal => {
-            let lognormal = LogNormal::new(0.0f64, 2.0).map_err(|e| Error::invalid(e.to_string()))?;
+            let lognormal =
+                LogNormal::new(0.0f64, 2.0).map_err(|e| Error::invalid(e.to_string()))?;
             // `as u64` saturates, so an absurd tail sample becomes u64::MAX
             // rather than wrapping.
-            redraw_unique(n, &mut rng, dist, |rng| (lognormal.sample(rng) * LOGNORMAL_SCALE) as u64)
+            redraw_unique(n, &mut rng, dist, |rng| {
+                (lognormal.sample(rng) * LOGNORMAL_SCALE) as u64
+            })
         }
         Distribution::Mixture => {
             let clusters: Vec<Normal<f64>> = (0..MIXTURE_CLUSTERS)
@@ -231,10 +236,14 @@ impl Zipf {
     /// A sampler over ranks `0..n` with skew `theta` (in `(0, 1)`).
     pub fn new(n: u64, theta: f64) -> Result<Zipf> {
         if n == 0 {
-            return Err(Error::invalid("zipf: the number of items must be at least 1"));
+            return Err(Error::invalid(
+                "zipf: the number of items must be at least 1",
+            ));
         }
         if !(theta > 0.0 && theta < 1.0) {
-            return Err(Error::invalid(format!("zipf: theta must be in (0, 1), got {theta}")));
+            return Err(Error::invalid(format!(
+                "zipf: theta must be in (0, 1), got {theta}"
+            )));
         }
         let mut z = Zipf {
             n,
@@ -315,7 +324,10 @@ mod tests {
 
     fn check_shape(keys: &[u64], n: usize) {
         assert_eq!(keys.len(), n);
-        assert!(keys.windows(2).all(|w| w[0] < w[1]), "not strictly ascending");
+        assert!(
+            keys.windows(2).all(|w| w[0] < w[1]),
+            "not strictly ascending"
+        );
     }
 
     #[test]
@@ -327,7 +339,9 @@ mod tests {
         let err = "zipfy".parse::<Distribution>().unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)));
         let msg = err.to_string();
-        assert!(msg.contains("zipfy") && msg.contains("linear-noise") && msg.contains("uniform-dense"));
+        assert!(
+            msg.contains("zipfy") && msg.contains("linear-noise") && msg.contains("uniform-dense")
+        );
     }
 
     #[test]
@@ -344,7 +358,11 @@ mod tests {
     #[test]
     fn different_seeds_differ() {
         for d in Distribution::ALL {
-            assert_ne!(generate(d, 1000, 1).unwrap(), generate(d, 1000, 2).unwrap(), "{d}");
+            assert_ne!(
+                generate(d, 1000, 1).unwrap(),
+                generate(d, 1000, 2).unwrap(),
+                "{d}"
+            );
         }
     }
 
@@ -365,7 +383,10 @@ mod tests {
         assert!((med - 5e11).abs() < 2e9, "normal median {med}");
         // About 68% within one standard deviation (1e12/12) of the mean.
         let sd = 1e12 / 12.0;
-        let within = normal.iter().filter(|&&k| (k as f64 - 5e11).abs() < sd).count();
+        let within = normal
+            .iter()
+            .filter(|&&k| (k as f64 - 5e11).abs() < sd)
+            .count();
         let frac = within as f64 / n as f64;
         assert!((frac - 0.6827).abs() < 0.02, "within 1 sd: {frac}");
 
@@ -378,7 +399,10 @@ mod tests {
         let a = (1e14 / n as f64) as u64;
         for (i, &k) in lin.iter().enumerate() {
             let ideal = (i as u64 + 1) * a;
-            assert!(k + a / 2 >= ideal && k < ideal + a - a / 2, "key {i} off its slot");
+            assert!(
+                k + a / 2 >= ideal && k < ideal + a - a / 2,
+                "key {i} off its slot"
+            );
         }
 
         let mix = generate(Distribution::Mixture, n, 3).unwrap();
@@ -390,7 +414,10 @@ mod tests {
             buckets[((k as f64 / 1e12 * 100.0) as usize).min(99)] += 1;
         }
         assert!(buckets.iter().any(|&c| c > 3 * n / 100), "{buckets:?}");
-        assert!(buckets.iter().filter(|&&c| c < n / 400).count() > 10, "{buckets:?}");
+        assert!(
+            buckets.iter().filter(|&&c| c < n / 400).count() > 10,
+            "{buckets:?}"
+        );
     }
 
     #[test]

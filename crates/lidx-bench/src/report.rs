@@ -801,19 +801,21 @@ fn chart_height(s: &Section) -> f64 {
     TOP + s.groups.len() as f64 * (HEAD_H + GROUP_GAP) + s.slot_count() as f64 * ROW_H + BOTTOM
 }
 
-/// Walks the section's layout, calling `head` for every workload header
-/// (with its top y) and `slot` for every row (with its top y).
+/// Walks the section's layout, drawing every workload header and engine
+/// label into `out` and calling `slot` for the rest of each row (with the
+/// row's top y). Returns the y just below the last group.
 fn walk_layout<'s, 'a>(
     s: &'s Section<'a>,
-    mut head: impl FnMut(&'s WorkloadGroup<'a>, f64),
-    mut slot: impl FnMut(&'s Slot<'a>, f64),
+    out: &mut String,
+    mut slot: impl FnMut(&mut String, &'s Slot<'a>, f64),
 ) -> f64 {
     let mut y = TOP;
-    for g in &s.groups {
-        head(g, y);
+    for (k, g) in s.groups.iter().enumerate() {
+        workload_header(out, g.workload, y, k == 0);
         y += HEAD_H;
         for sl in &g.slots {
-            slot(sl, y);
+            engine_label(out, sl.engine, y);
+            slot(out, sl, y);
             y += ROW_H;
         }
         y += GROUP_GAP;
@@ -923,79 +925,70 @@ fn throughput_svg(
     );
 
     let mut body = String::new();
-    let mut first = true;
-    let plot_bottom = walk_layout(
-        s,
-        |g, y| {
-            workload_header(&mut body, g.workload, y, first);
-            first = false;
-        },
-        |sl, y| {
-            engine_label(&mut body, sl.engine, y);
-            let Some(i) = sl.row else {
-                let _ = writeln!(
-                    body,
-                    "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\">no data</text>",
-                    LABEL_W + 4.0,
-                    y + BAR_H - 2.0
-                );
-                return;
-            };
-            let row = &rows[i];
-            let v = if row.throughput_mops.is_finite() {
-                row.throughput_mops
-            } else {
-                0.0
-            };
-            let wrong = row.wrong_answers > 0;
-            let w = x_of(v) - LABEL_W;
-            let color = palette.color(sl.engine);
-            let style = if wrong {
+    let plot_bottom = walk_layout(s, &mut body, |body, sl, y| {
+        let Some(i) = sl.row else {
+            let _ = writeln!(
+                body,
+                "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\">no data</text>",
+                LABEL_W + 4.0,
+                y + BAR_H - 2.0
+            );
+            return;
+        };
+        let row = &rows[i];
+        let v = if row.throughput_mops.is_finite() {
+            row.throughput_mops
+        } else {
+            0.0
+        };
+        let wrong = row.wrong_answers > 0;
+        let w = x_of(v) - LABEL_W;
+        let color = palette.color(sl.engine);
+        let style = if wrong {
+            format!(
+                "fill=\"{color}\" fill-opacity=\"0.35\" stroke=\"#c62828\" stroke-width=\"2\" stroke-dasharray=\"4 2\""
+            )
+        } else {
+            format!("fill=\"{color}\"")
+        };
+        let tip = format!(
+            "{} · {}: {} Mops/s",
+            row.engine,
+            row.workload,
+            fmt_mops(row.throughput_mops)
+        );
+        let _ = writeln!(
+            body,
+            "<rect x=\"{LABEL_W}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{BAR_H}\" {style}><title>{}</title></rect>",
+            y + 1.0,
+            w.max(if v > 0.0 { 1.0 } else { 0.0 }),
+            esc(&tip)
+        );
+        let ratio = match ratios[i] {
+            Some(_) if is_baseline(rows, i) => " (base)".to_string(),
+            Some(r) => format!(" ({r:.2}x)"),
+            None => String::new(),
+        };
+        let (class, label) = if wrong {
+            (
+                " class=\"bad\"",
                 format!(
-                    "fill=\"{color}\" fill-opacity=\"0.35\" stroke=\"#c62828\" stroke-width=\"2\" stroke-dasharray=\"4 2\""
-                )
-            } else {
-                format!("fill=\"{color}\"")
-            };
-            let tip = format!(
-                "{} · {}: {} Mops/s",
-                row.engine,
-                row.workload,
-                fmt_mops(row.throughput_mops)
-            );
-            let _ = writeln!(
-                body,
-                "<rect x=\"{LABEL_W}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{BAR_H}\" {style}><title>{}</title></rect>",
-                y + 1.0,
-                w.max(if v > 0.0 { 1.0 } else { 0.0 }),
-                esc(&tip)
-            );
-            let ratio = match ratios[i] {
-                Some(_) if is_baseline(rows, i) => " (base)".to_string(),
-                Some(r) => format!(" ({r:.2}x)"),
-                None => String::new(),
-            };
-            let (class, label) = if wrong {
-                (
-                    " class=\"bad\"",
-                    format!(
-                        "⚠ {}{ratio} · {} wrong",
-                        fmt_mops(row.throughput_mops),
-                        row.wrong_answers
-                    ),
-                )
-            } else {
-                ("", format!("{}{ratio}", fmt_mops(row.throughput_mops)))
-            };
-            let _ = writeln!(
-                body,
-                "<text{class} x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                LABEL_W + w + 5.0,
-                y + BAR_H - 2.0,
-                esc(&label)
-            );
-        },
-    );
+                    "⚠ {}{ratio} · {} wrong",
+                    fmt_mops(row.throughput_mops),
+                    row.wrong_answers
+                ),
+            )
+        } else {
+            ("", format!("{}{ratio}", fmt_mops(row.throughput_mops)))
+        };
+        let _ = writeln!(
+            body,
+            "<text{class} x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            LABEL_W + w + 5.0,
+            y + BAR_H - 2.0,
+            esc(&label)
+        );
+    });
 
     // Grid first so the bars are drawn over it.
     let mut t = 0.0;
@@ -1104,101 +1097,92 @@ fn latency_svg(results: &Results, s: &Section, palette: &EnginePalette, out: &mu
     }
 
     let mut body = String::new();
-    let mut first = true;
-    let plot_bottom = walk_layout(
-        s,
-        |g, y| {
-            workload_header(&mut body, g.workload, y, first);
-            first = false;
-        },
-        |sl, y| {
-            engine_label(&mut body, sl.engine, y);
-            let nodata = |body: &mut String| {
-                let _ = writeln!(
-                    body,
-                    "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\">no data</text>",
-                    LABEL_W + 4.0,
-                    y + BAR_H - 2.0
-                );
-            };
-            let Some(i) = sl.row else {
-                nodata(&mut body);
-                return;
-            };
-            let row = &rows[i];
-            let vals: Vec<f64> = lats(row)
-                .into_iter()
-                .filter(|&v| v > 0)
-                .map(|v| v as f64)
-                .collect();
-            if vals.is_empty() {
-                nodata(&mut body);
-                return;
-            }
-            let color = palette.color(sl.engine);
-            let mid = y + 1.0 + BAR_H / 2.0;
-            let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = vals.iter().copied().fold(0.0f64, f64::max);
-            let tip = format!(
-                "{} · {}: p50 {}, p99 {}, p99.9 {}",
-                row.engine,
-                row.workload,
-                fmt_ns(row.p50_ns),
-                fmt_ns(row.p99_ns),
-                fmt_ns(row.p999_ns)
-            );
-            let _ = write!(body, "<g><title>{}</title>", esc(&tip));
-            let _ = write!(
-                body,
-                "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{mid:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>",
-                x_of(min),
-                x_of(max)
-            );
-            if row.p50_ns > 0 && row.p99_ns > 0 {
-                let (a, b) = (x_of(row.p50_ns as f64), x_of(row.p99_ns as f64));
-                let _ = write!(
-                    body,
-                    "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"8\" fill=\"{color}\"/>",
-                    a.min(b),
-                    mid - 4.0,
-                    (b - a).abs().max(1.0)
-                );
-            }
-            if row.p999_ns > 0 {
-                let x = x_of(row.p999_ns as f64);
-                let _ = write!(
-                    body,
-                    "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\" stroke-width=\"2\"/>",
-                    mid - 6.0,
-                    mid + 6.0
-                );
-            }
-            if row.p50_ns > 0 {
-                let _ = write!(
-                    body,
-                    "<circle cx=\"{:.1}\" cy=\"{mid:.1}\" r=\"4\" fill=\"#fff\" stroke=\"#222\" stroke-width=\"1.5\"/>",
-                    x_of(row.p50_ns as f64)
-                );
-            }
-            body.push_str("</g>\n");
-            let wrong = row.wrong_answers > 0;
-            let label = format!(
-                "{}{} / {} / {}",
-                if wrong { "⚠ " } else { "" },
-                fmt_ns(row.p50_ns),
-                fmt_ns(row.p99_ns),
-                fmt_ns(row.p999_ns)
-            );
+    let plot_bottom = walk_layout(s, &mut body, |body, sl, y| {
+        let nodata = |body: &mut String| {
             let _ = writeln!(
                 body,
-                "<text{} x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                if wrong { " class=\"bad\"" } else { "" },
-                CHART_W - VALUE_W + 8.0,
-                y + BAR_H - 2.0,
-                esc(&label)
+                "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\">no data</text>",
+                LABEL_W + 4.0,
+                y + BAR_H - 2.0
             );
-        },
-    );
+        };
+        let Some(i) = sl.row else {
+            nodata(body);
+            return;
+        };
+        let row = &rows[i];
+        let vals: Vec<f64> = lats(row)
+            .into_iter()
+            .filter(|&v| v > 0)
+            .map(|v| v as f64)
+            .collect();
+        if vals.is_empty() {
+            nodata(body);
+            return;
+        }
+        let color = palette.color(sl.engine);
+        let mid = y + 1.0 + BAR_H / 2.0;
+        let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = vals.iter().copied().fold(0.0f64, f64::max);
+        let tip = format!(
+            "{} · {}: p50 {}, p99 {}, p99.9 {}",
+            row.engine,
+            row.workload,
+            fmt_ns(row.p50_ns),
+            fmt_ns(row.p99_ns),
+            fmt_ns(row.p999_ns)
+        );
+        let _ = write!(body, "<g><title>{}</title>", esc(&tip));
+        let _ = write!(
+            body,
+            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{mid:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>",
+            x_of(min),
+            x_of(max)
+        );
+        if row.p50_ns > 0 && row.p99_ns > 0 {
+            let (a, b) = (x_of(row.p50_ns as f64), x_of(row.p99_ns as f64));
+            let _ = write!(
+                body,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"8\" fill=\"{color}\"/>",
+                a.min(b),
+                mid - 4.0,
+                (b - a).abs().max(1.0)
+            );
+        }
+        if row.p999_ns > 0 {
+            let x = x_of(row.p999_ns as f64);
+            let _ = write!(
+                body,
+                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\" stroke-width=\"2\"/>",
+                mid - 6.0,
+                mid + 6.0
+            );
+        }
+        if row.p50_ns > 0 {
+            let _ = write!(
+                body,
+                "<circle cx=\"{:.1}\" cy=\"{mid:.1}\" r=\"4\" fill=\"#fff\" stroke=\"#222\" stroke-width=\"1.5\"/>",
+                x_of(row.p50_ns as f64)
+            );
+        }
+        body.push_str("</g>\n");
+        let wrong = row.wrong_answers > 0;
+        let label = format!(
+            "{}{} / {} / {}",
+            if wrong { "⚠ " } else { "" },
+            fmt_ns(row.p50_ns),
+            fmt_ns(row.p99_ns),
+            fmt_ns(row.p999_ns)
+        );
+        let _ = writeln!(
+            body,
+            "<text{} x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            if wrong { " class=\"bad\"" } else { "" },
+            CHART_W - VALUE_W + 8.0,
+            y + BAR_H - 2.0,
+            esc(&label)
+        );
+    });
 
     if !positive.is_empty() {
         let decades = (hi - lo) as i32;

@@ -123,7 +123,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
     if cfg.ops == 0 {
         return Err(Error::invalid("--ops must be at least 1"));
     }
-    if cfg.threads.iter().any(|&t| t == 0) || cfg.threads.is_empty() {
+    if cfg.threads.contains(&0) || cfg.threads.is_empty() {
         return Err(Error::invalid("--threads must be at least 1"));
     }
     // Resolve every name before doing any work, so typos fail fast.

@@ -167,7 +167,12 @@ fn markdown_and_text_units() {
 fn text_table_is_aligned_and_flags_wrong_answers() {
     let r = sample();
     let text = text_table(&r);
-    assert!(text.lines().next().unwrap().contains("medians of 5 repeats"));
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains("medians of 5 repeats")
+    );
     let data: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("books_200M_uint64"))
@@ -208,7 +213,10 @@ fn html_is_self_contained_and_escaped() {
     assert!(page.contains("AMD EPYC 7B13"));
     assert!(page.contains("2023-11-14 22:13 UTC"));
     // Every row in the table, the wrong one highlighted and explained.
-    assert_eq!(page.matches("<td>books_200M_uint64</td>").count(), r.rows.len());
+    assert_eq!(
+        page.matches("<td>books_200M_uint64</td>").count(),
+        r.rows.len()
+    );
     assert_eq!(page.matches("<tr class=\"wrong").count(), 1);
     assert!(page.contains("⚠ 1234 wrong"));
     assert!(page.contains("(2.50x, wrong answers)"));
@@ -256,27 +264,37 @@ fn html_handles_edge_cases() {
     assert!(!page.contains("NaN"));
 }
 
-#[test]
-fn html_scales_to_many_rows() {
+/// 8 engines × 10 workloads × 2 thread counts.
+fn many() -> Results {
     let mut rows = Vec::new();
     for e in 0..8 {
         for w in 0..10 {
             for t in [1, 16] {
-                let mut x = row(&format!("engine-{e}"), &format!("wl-{w}"), t, 1.0 + e as f64, 0);
+                let mut x = row(
+                    &format!("engine-{e}"),
+                    &format!("wl-{w}"),
+                    t,
+                    1.0 + e as f64,
+                    0,
+                );
                 x.p999_ns = 10u64.pow(3 + (w % 5) as u32);
                 rows.push(x);
             }
         }
     }
-    let r = Results {
+    Results {
         header: header(),
         rows,
-    };
+    }
+}
+
+#[test]
+fn html_scales_to_many_rows() {
+    let r = many();
     let page = html(&r);
     assert_eq!(page.matches("<svg").count(), 4);
     assert_eq!(table_lines(&markdown_table(&r)).len(), 160 + 2);
     assert!(!page.contains("NaN"));
-    // Engines past the fixed palette still get a colour.
     assert!(page.contains("fill=\"#4e79a7\""));
 }
 
@@ -297,10 +315,14 @@ fn write_html_is_atomic_and_reports_io_errors() {
     }
 }
 
-/// Renders the sample page for a visual check: `LIDX_REPORT_SAMPLE=path`.
+/// Renders sample pages for a visual check: `LIDX_REPORT_SAMPLE=path` and
+/// `LIDX_REPORT_SAMPLE_MANY=path`.
 #[test]
 fn render_sample_when_asked() {
     if let Ok(path) = std::env::var("LIDX_REPORT_SAMPLE") {
         write_html(&sample(), std::path::Path::new(&path)).unwrap();
+    }
+    if let Ok(path) = std::env::var("LIDX_REPORT_SAMPLE_MANY") {
+        write_html(&many(), std::path::Path::new(&path)).unwrap();
     }
 }

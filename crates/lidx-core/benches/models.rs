@@ -57,7 +57,10 @@ fn load() -> (String, Vec<u64>) {
             return (FILE.to_string(), keys);
         }
     }
-    eprintln!("{FILE} not found in {:?}; using 3M lognormal keys", data_dirs());
+    eprintln!(
+        "{FILE} not found in {:?}; using 3M lognormal keys",
+        data_dirs()
+    );
     ("lognormal_3M".to_string(), lognormal_keys(3_000_000))
 }
 

@@ -154,7 +154,7 @@ pub fn open_sosd<T: SosdElement>(path: &Path) -> Result<SosdKeys<T>> {
         .and_then(|b| b.checked_add(HEADER as u64));
     match expected {
         Some(exp) if exp == size => {}
-        Some(exp) if exp > size && payload % 8 == 0 && count > payload / 8 => {
+        Some(exp) if exp > size && payload.is_multiple_of(8) && count > payload / 8 => {
             return Err(Error::Truncated {
                 path: path.to_owned(),
                 expected: exp,

@@ -1,9 +1,9 @@
 //! # lidx-core
 //!
-//! What every lidx engine shares: the [`Key`](key::Key) trait, learned
+//! What every lidx engine shares: the [`Key`] trait, learned
 //! [`model`]s with exact error bounds, [`search`] routines over sorted
 //! slices, key-set I/O ([`keyset`]), [`checksum`]s for on-disk formats and
-//! the one [`Error`](error::Error) type.
+//! the one [`Error`] type.
 //!
 //! Engines depend on this crate and never on each other.
 #![warn(missing_docs)]

@@ -56,9 +56,7 @@ impl EngineFactory for FjallFactory {
             .keyspace(KEYSPACE, KeyspaceCreateOptions::default)
             .map_err(|e| backend(ENGINE, e))?;
         if !pairs.is_empty() {
-            let mut ingestion = keyspace
-                .start_ingestion()
-                .map_err(|e| backend(ENGINE, e))?;
+            let mut ingestion = keyspace.start_ingestion().map_err(|e| backend(ENGINE, e))?;
             for &(k, v) in pairs {
                 ingestion
                     .write(k.to_be_bytes(), v.to_be_bytes())

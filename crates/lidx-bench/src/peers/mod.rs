@@ -51,9 +51,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn EngineFactory>> {
     peers
         .into_iter()
         .find(|f| f.info().name == name)
-        .ok_or_else(|| {
-            Error::NotFound(format!("engine '{name}' (known: {})", known.join(", ")))
-        })
+        .ok_or_else(|| Error::NotFound(format!("engine '{name}' (known: {})", known.join(", "))))
 }
 
 /// Rejects bulk loads that break the factory contract (sorted, unique keys),

@@ -108,7 +108,10 @@ fn replay(factory: &dyn EngineFactory, pairs: &[(u64, u64)], ops: &[Op]) -> usiz
     }
     engine.sync().unwrap();
     if factory.info().persistent {
-        assert!(engine.disk_bytes().is_some_and(|b| b > 0), "{name}: disk_bytes");
+        assert!(
+            engine.disk_bytes().is_some_and(|b| b > 0),
+            "{name}: disk_bytes"
+        );
     } else {
         assert_eq!(engine.disk_bytes(), None, "{name}: in-memory disk_bytes");
     }
@@ -188,7 +191,11 @@ fn read_only_misses(factory: &dyn EngineFactory, pairs: &[(u64, u64)]) -> usize 
         misses += usize::from(engine.get(k).unwrap() != Some(v));
         for probe in [k.wrapping_sub(1), k.wrapping_add(1)] {
             if !oracle.contains_key(&probe) {
-                assert_eq!(engine.get(probe).unwrap(), None, "{name}: absent key {probe}");
+                assert_eq!(
+                    engine.get(probe).unwrap(),
+                    None,
+                    "{name}: absent key {probe}"
+                );
             }
         }
     }
@@ -201,7 +208,10 @@ fn read_only_misses(factory: &dyn EngineFactory, pairs: &[(u64, u64)]) -> usize 
     for start in starts {
         engine.scan(start, 10, &mut out).unwrap();
         assert!(out.len() <= 10, "{name}: scan too long");
-        assert!(out.iter().all(|&(k, _)| k >= start), "{name}: scan below start");
+        assert!(
+            out.iter().all(|&(k, _)| k >= start),
+            "{name}: scan below start"
+        );
         assert!(
             out.windows(2).all(|w| w[0].0 < w[1].0),
             "{name}: scan not ascending"
@@ -233,7 +243,13 @@ proptest! {
 
 #[test]
 fn read_only_peers_cover_edge_keys() {
-    let pairs = vec![(0, 1), (1, 2), (1 << 40, 3), (u64::MAX - 1, 4), (u64::MAX, 5)];
+    let pairs = vec![
+        (0, 1),
+        (1, 2),
+        (1 << 40, 3),
+        (u64::MAX - 1, 4),
+        (u64::MAX, 5),
+    ];
     assert_eq!(read_only_misses(&pgm_lidx::PgmLidxFactory, &pairs), 0);
     assert_eq!(read_only_misses(&pgm_lidx::PgmLidxFactory, &[]), 0);
     // pgm-extra on the same input: contract only (see module docs).
@@ -312,7 +328,9 @@ fn registry_order_and_lookup() {
     let names: Vec<&str> = all().iter().map(|f| f.info().name).collect();
     assert_eq!(
         names,
-        ["btreemap", "scc-tree", "skipmap", "pgm", "pgm-lidx", "lmdb", "redb", "fjall"]
+        [
+            "btreemap", "scc-tree", "skipmap", "pgm", "pgm-lidx", "lmdb", "redb", "fjall"
+        ]
     );
     for name in &names {
         assert_eq!(by_name(name).unwrap().info().name, *name);
@@ -327,7 +345,11 @@ fn registry_order_and_lookup() {
     for f in all() {
         let info = f.info();
         let in_memory = info.durability == "in-memory";
-        assert_eq!(in_memory, !info.persistent, "{}: durability string", info.name);
+        assert_eq!(
+            in_memory, !info.persistent,
+            "{}: durability string",
+            info.name
+        );
         assert!(!info.description.is_empty());
     }
 }
@@ -338,7 +360,10 @@ fn bad_bulk_loads_are_errors_not_panics() {
         let name = f.info().name;
         let dir = tempfile::tempdir().unwrap();
         let unsorted = f.build(&[(5, 0), (3, 0)], dir.path(), true);
-        assert!(matches!(unsorted, Err(Error::Unsorted { index: 1 })), "{name}");
+        assert!(
+            matches!(unsorted, Err(Error::Unsorted { index: 1 })),
+            "{name}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let dup = f.build(&[(3, 0), (3, 1)], dir.path(), false);
         assert!(matches!(dup, Err(Error::InvalidArgument(_))), "{name}");

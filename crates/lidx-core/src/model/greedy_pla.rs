@@ -113,7 +113,10 @@ mod tests {
         assert_eq!(check(&[u64::MAX], 0).model.len(), 1);
         assert_eq!(check(&[0, u64::MAX], 0).model.len(), 1);
         assert_eq!(check(&[9; 40], 0).model.len(), 1);
-        assert!(matches!(build(&[2u64, 1], 1), Err(Error::Unsorted { index: 1 })));
+        assert!(matches!(
+            build(&[2u64, 1], 1),
+            Err(Error::Unsorted { index: 1 })
+        ));
         assert!(build(&[1u64], usize::MAX).is_err());
     }
 

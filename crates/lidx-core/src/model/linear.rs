@@ -185,10 +185,9 @@ pub fn fit_least_squares<K: Key>(keys: &[K]) -> Result<Fitted<LinearModel<K>>> {
 /// zero bytes (0, 0.0 or the empty byte string), the only value every key
 /// type can produce without an example.
 pub(crate) fn empty_origin<K: Key>() -> Result<K> {
-    let mut buf = Vec::new();
     // Fixed-width keys decode from zero bytes (0 / 0.0); byte strings from a
     // zero length prefix (the empty string).
-    buf.resize(K::ENCODED_WIDTH.unwrap_or(4), 0);
+    let buf = vec![0u8; K::ENCODED_WIDTH.unwrap_or(4)];
     K::decode_le(&buf).map(|(k, _)| k)
 }
 

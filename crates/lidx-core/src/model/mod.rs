@@ -101,7 +101,10 @@ pub fn round_clamp(pred: f64, len: usize) -> usize {
 }
 
 /// Shared evaluation loop: `pos_of(key)` is the rounded prediction.
-pub(crate) fn max_error_by<K: Key>(keys: &[K], mut pos_of: impl FnMut(&K) -> usize) -> Result<usize> {
+pub(crate) fn max_error_by<K: Key>(
+    keys: &[K],
+    mut pos_of: impl FnMut(&K) -> usize,
+) -> Result<usize> {
     let mut worst = 0usize;
     let mut target = 0usize;
     for (i, key) in keys.iter().enumerate() {
@@ -231,6 +234,9 @@ mod tests {
     fn eps_bound_is_checked() {
         assert!(check_eps(0).is_ok());
         assert!(check_eps(MAX_EPS).is_ok());
-        assert!(matches!(check_eps(MAX_EPS + 1), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            check_eps(MAX_EPS + 1),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

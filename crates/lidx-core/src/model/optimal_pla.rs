@@ -22,8 +22,8 @@
 //! reported [`Fitted::max_error`] is measured: it is at most `eps + 1` (and
 //! in practice `eps`).
 
-use super::pla::{Pla, SegmentFitter, build_with};
 use super::Fitted;
+use super::pla::{Pla, SegmentFitter, build_with};
 use crate::error::Result;
 use crate::key::Key;
 
@@ -91,7 +91,10 @@ impl SegmentFitter for Hull {
         self.lower.clear();
         self.upper_start = 0;
         self.lower_start = 0;
-        let u = Pt { x: 0.0, y: self.eps };
+        let u = Pt {
+            x: 0.0,
+            y: self.eps,
+        };
         let l = Pt {
             x: 0.0,
             y: -self.eps,
@@ -212,8 +215,18 @@ mod tests {
         let f = build(keys, eps).unwrap();
         assert_eq!(f.max_error, oracle(&f.model, keys), "reported != measured");
         assert_eq!(f.max_error, max_error(&f.model, keys).unwrap());
-        assert!(f.max_error <= eps + 1, "error {} > eps+1 = {}", f.max_error, eps + 1);
-        assert!(f.model.segments().iter().all(|s| s.slope.is_finite() && s.intercept.is_finite()));
+        assert!(
+            f.max_error <= eps + 1,
+            "error {} > eps+1 = {}",
+            f.max_error,
+            eps + 1
+        );
+        assert!(
+            f.model
+                .segments()
+                .iter()
+                .all(|s| s.slope.is_finite() && s.intercept.is_finite())
+        );
         f
     }
 
@@ -236,7 +249,10 @@ mod tests {
             build(&[1u64, 2], super::super::MAX_EPS + 1),
             Err(Error::InvalidArgument(_))
         ));
-        assert!(matches!(build(&[1u64, 2, 0], 8), Err(Error::Unsorted { index: 2 })));
+        assert!(matches!(
+            build(&[1u64, 2, 0], 8),
+            Err(Error::Unsorted { index: 2 })
+        ));
     }
 
     #[test]
@@ -260,13 +276,23 @@ mod tests {
         let keys = [1u64, 1, 1, 1, 2, 3, 3, 3, 3, 3, 4, 10, 10];
         for eps in 0..4 {
             let f = check(&keys, eps);
-            assert_eq!(f.model.predict_pos(&3, keys.len()).abs_diff(5) <= f.max_error, true);
+            assert!(f.model.predict_pos(&3, keys.len()).abs_diff(5) <= f.max_error);
         }
     }
 
     #[test]
     fn f64_keys_with_infinities_and_tiny_gaps() {
-        let vals = [f64::NEG_INFINITY, -1e300, -1.0, 0.0, 1e-300, 0.5, 0.5 + f64::EPSILON, 1e300, f64::INFINITY];
+        let vals = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -1.0,
+            0.0,
+            1e-300,
+            0.5,
+            0.5 + f64::EPSILON,
+            1e300,
+            f64::INFINITY,
+        ];
         let keys: Vec<F64Key> = vals.iter().map(|&v| F64Key::new(v).unwrap()).collect();
         for eps in [0, 1, 4] {
             check(&keys, eps);
@@ -298,8 +324,61 @@ mod tests {
         }
     }
 
+    /// Minimum segment count by brute force in exact integer arithmetic:
+    /// a set of intervals admits a line iff every three do (Helly's theorem
+    /// in the plane of line parameters), and extending each segment as far
+    /// as possible is optimal because feasibility is closed under subsets.
+    fn exact_min_segments(keys: &[u64], eps: usize) -> usize {
+        let e = eps as i128;
+        let mut pts: Vec<(i128, i128)> = Vec::new();
+        for (i, &k) in keys.iter().enumerate() {
+            if i == 0 || k != keys[i - 1] {
+                pts.push((k as i128, i as i128));
+            }
+        }
+        let feasible3 = |(x1, y1): (i128, i128), (x2, y2): (i128, i128), (x3, y3): (i128, i128)| {
+            // Lines through intervals 1 and 3 reach, at x2, exactly the
+            // interpolation of their lower ends up to that of their upper ends.
+            let (w1, w3, w) = (x3 - x2, x2 - x1, x3 - x1);
+            (y1 - e) * w1 + (y3 - e) * w3 <= (y2 + e) * w
+                && (y1 + e) * w1 + (y3 + e) * w3 >= (y2 - e) * w
+        };
+        let (mut segments, mut i) = (0, 0);
+        while i < pts.len() {
+            segments += 1;
+            let mut j = i + 1;
+            'extend: while j < pts.len() {
+                for p in i..j {
+                    for q in p + 1..j {
+                        if !feasible3(pts[p], pts[q], pts[j]) {
+                            break 'extend;
+                        }
+                    }
+                }
+                j += 1;
+            }
+            i = j;
+        }
+        segments
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(192))]
+
+        #[test]
+        fn segment_count_is_optimal(
+            mut keys in prop_oneof![
+                proptest::collection::vec(0u64..1 << 30, 0..40),
+                proptest::collection::vec(0u64..120, 0..40),
+            ],
+            eps in 0usize..6,
+        ) {
+            keys.sort_unstable();
+            let f = check(&keys, eps);
+            prop_assert_eq!(f.model.len(), exact_min_segments(&keys, eps));
+            // Offsets and ranks are exact here, so rounding cannot cost a position.
+            prop_assert!(f.max_error <= eps);
+        }
 
         #[test]
         fn error_bounded_u64(keys in u64_keys(400), eps in prop_oneof![0usize..4, 4usize..64]) {

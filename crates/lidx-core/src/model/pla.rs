@@ -109,106 +109,129 @@ pub(crate) trait SegmentFitter {
 /// A point also opens a new segment when its offset from the current origin
 /// is not finite or does not increase (distinct keys that the numeric view
 /// cannot separate), so the fitters only ever see strictly increasing `x`.
+///
+/// Safety net: a closed segment whose line is not finite or whose measured
+/// error exceeds `eps + 1` (floating point defeated the fitter, e.g. offsets
+/// near f64's range limits) is split in half and each half rebuilt, down to
+/// single-key segments, which are exact.
 pub(crate) fn build_with<K: Key, F: SegmentFitter>(
     keys: &[K],
     eps: usize,
     fitter: &mut F,
 ) -> Result<Fitted<Pla<K>>> {
     check_eps(eps)?;
-    let n = keys.len();
-    if n == 0 {
-        return Ok(Fitted {
-            model: Pla {
-                segments: Vec::new(),
-            },
-            max_error: 0,
-        });
+    let mut driver = Driver {
+        keys,
+        bound: eps + 1,
+        fitter,
+        segments: Vec::new(),
+        worst: 0,
+    };
+    if !keys.is_empty() {
+        let mut xs = Vec::with_capacity(256);
+        let mut ys = Vec::with_capacity(256);
+        driver.run(0, keys.len(), &mut xs, &mut ys)?;
     }
+    Ok(Fitted {
+        max_error: driver.worst,
+        model: Pla {
+            segments: driver.segments,
+        },
+    })
+}
 
-    // Reused buffers: distinct points of the open segment, for evaluation.
-    let mut xs: Vec<f64> = Vec::with_capacity(256);
-    let mut ys: Vec<f64> = Vec::with_capacity(256);
-    let mut segments = Vec::new();
-    let mut worst = 0usize;
+struct Driver<'a, K, F> {
+    keys: &'a [K],
+    /// Largest acceptable measured error of one segment.
+    bound: usize,
+    fitter: &'a mut F,
+    segments: Vec<LinearModel<K>>,
+    worst: usize,
+}
 
-    let mut start = 0usize;
-    let mut origin = &keys[0];
-    fitter.reset();
-    xs.push(origin.offset_from(origin));
-    ys.push(0.0);
-    let mut last_x = 0.0f64;
-
-    for i in 1..n {
-        let key = &keys[i];
-        match key.cmp(&keys[i - 1]) {
-            Ordering::Equal => continue,
-            Ordering::Less => return Err(Error::Unsorted { index: i }),
-            Ordering::Greater => {}
-        }
-        let x = key.offset_from(origin);
-        let y = (i - start) as f64;
-        // `x > last_x` is also false for NaN.
-        if x > last_x && x.is_finite() && fitter.add(x, y) {
-            xs.push(x);
-            ys.push(y);
-            last_x = x;
-            continue;
-        }
-        worst = worst.max(close_segment(
-            &mut segments,
-            origin,
-            start,
-            fitter,
-            &xs,
-            &ys,
-            n,
-        ));
-        start = i;
-        origin = key;
-        fitter.reset();
+impl<K: Key, F: SegmentFitter> Driver<'_, K, F> {
+    /// Segments `keys[lo..hi]`; `lo` must start a run of equal keys.
+    /// `xs`/`ys` are reused buffers holding the open segment's distinct
+    /// points (offset from its origin, rank minus the origin's rank).
+    fn run(&mut self, lo: usize, hi: usize, xs: &mut Vec<f64>, ys: &mut Vec<f64>) -> Result<()> {
+        let keys = self.keys;
+        let mut start = lo;
+        let mut origin = &keys[lo];
+        self.fitter.reset();
         xs.clear();
         ys.clear();
         xs.push(origin.offset_from(origin));
         ys.push(0.0);
-        last_x = 0.0;
-    }
-    worst = worst.max(close_segment(
-        &mut segments,
-        origin,
-        start,
-        fitter,
-        &xs,
-        &ys,
-        n,
-    ));
-    Ok(Fitted {
-        model: Pla { segments },
-        max_error: worst,
-    })
-}
+        let mut last_x = 0.0f64;
 
-/// Turns the fitter's line into a segment and returns its exact error on the
-/// segment's distinct keys (duplicates share their key's prediction and
-/// target, so they cannot add error).
-#[inline]
-fn close_segment<K: Key, F: SegmentFitter>(
-    segments: &mut Vec<LinearModel<K>>,
-    origin: &K,
-    start: usize,
-    fitter: &F,
-    xs: &[f64],
-    ys: &[f64],
-    n: usize,
-) -> usize {
-    let (slope, at_origin) = fitter.line();
-    let seg = LinearModel::new(origin.clone(), slope, start as f64 + at_origin);
-    let mut worst = 0usize;
-    for (&x, &y) in xs.iter().zip(ys) {
-        let pos = round_clamp(seg.predict_offset(x), n);
-        worst = worst.max(pos.abs_diff(start + y as usize));
+        for i in lo + 1..hi {
+            let key = &keys[i];
+            match key.cmp(&keys[i - 1]) {
+                Ordering::Equal => continue,
+                Ordering::Less => return Err(Error::Unsorted { index: i }),
+                Ordering::Greater => {}
+            }
+            let x = key.offset_from(origin);
+            let y = (i - start) as f64;
+            // `x > last_x` is also false for NaN.
+            if x > last_x && x.is_finite() && self.fitter.add(x, y) {
+                xs.push(x);
+                ys.push(y);
+                last_x = x;
+                continue;
+            }
+            self.close(origin, start, i, xs, ys)?;
+            start = i;
+            origin = key;
+            self.fitter.reset();
+            xs.clear();
+            ys.clear();
+            xs.push(origin.offset_from(origin));
+            ys.push(0.0);
+            last_x = 0.0;
+        }
+        self.close(origin, start, hi, xs, ys)
     }
-    segments.push(seg);
-    worst
+
+    /// Emits the open segment covering `keys[start..end]`, or splits it when
+    /// its measured error is out of bounds.
+    #[inline]
+    fn close(
+        &mut self,
+        origin: &K,
+        start: usize,
+        end: usize,
+        xs: &[f64],
+        ys: &[f64],
+    ) -> Result<()> {
+        let n = self.keys.len();
+        let (slope, at_origin) = self.fitter.line();
+        let seg = LinearModel::new(origin.clone(), slope, start as f64 + at_origin);
+        // Duplicates share their key's prediction and target, so the distinct
+        // points determine the segment's error.
+        let mut worst = 0usize;
+        for (&x, &y) in xs.iter().zip(ys) {
+            let pos = round_clamp(seg.predict_offset(x), n);
+            worst = worst.max(pos.abs_diff(start + y as usize));
+        }
+        if (worst <= self.bound && slope.is_finite() && seg.intercept.is_finite()) || xs.len() < 2 {
+            self.worst = self.worst.max(worst);
+            self.segments.push(seg);
+            return Ok(());
+        }
+        self.split(start, end, xs, ys)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn split(&mut self, start: usize, end: usize, xs: &[f64], ys: &[f64]) -> Result<()> {
+        // Splitting at a distinct point keeps every half starting at the
+        // first occurrence of its key.
+        let mid = start + ys[xs.len() / 2] as usize;
+        let (mut bx, mut by) = (Vec::new(), Vec::new());
+        self.run(start, mid, &mut bx, &mut by)?;
+        self.run(mid, end, &mut bx, &mut by)
+    }
 }
 
 #[cfg(test)]
