@@ -153,7 +153,11 @@ pub struct KeySet {
 /// by the caller), so float key sets can run through the `u64` benchmark.
 pub fn f64_to_ordered_u64(v: f64) -> u64 {
     let bits = v.to_bits();
-    if bits >> 63 == 1 { !bits } else { bits | (1 << 63) }
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
 }
 
 /// Loads a dataset argument as sorted unique `u64` keys.
@@ -212,7 +216,10 @@ pub fn load_u64(
     }
     let (path, float) = match spec.strip_prefix("f64:") {
         Some(p) => (Path::new(p), true),
-        None => (Path::new(spec), spec.ends_with("f64") || spec.ends_with("float64")),
+        None => (
+            Path::new(spec),
+            spec.ends_with("f64") || spec.ends_with("float64"),
+        ),
     };
     if path.exists() {
         let all = if float {
@@ -258,7 +265,9 @@ fn thin(keys: Vec<u64>, limit: Option<usize>) -> Vec<u64> {
                 return Vec::new();
             }
             let len = keys.len();
-            (0..n).map(|i| keys[(i as u128 * len as u128 / n as u128) as usize]).collect()
+            (0..n)
+                .map(|i| keys[(i as u128 * len as u128 / n as u128) as usize])
+                .collect()
         }
         _ => keys,
     }
@@ -270,7 +279,17 @@ mod tests {
 
     #[test]
     fn ordered_f64_mapping_preserves_order() {
-        let vals = [f64::NEG_INFINITY, -180.0, -1.5, -0.0, 0.0, 1e-300, 2.0, 179.9, f64::INFINITY];
+        let vals = [
+            f64::NEG_INFINITY,
+            -180.0,
+            -1.5,
+            -0.0,
+            0.0,
+            1e-300,
+            2.0,
+            179.9,
+            f64::INFINITY,
+        ];
         let mapped: Vec<u64> = vals.iter().map(|&v| f64_to_ordered_u64(v)).collect();
         assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "{mapped:?}");
     }
@@ -299,7 +318,10 @@ mod tests {
     fn unknown_dataset_is_a_clear_error() {
         let err = load_u64("no-such-set", None, 1, None).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("no-such-set") && msg.contains("geolite2"), "{msg}");
+        assert!(
+            msg.contains("no-such-set") && msg.contains("geolite2"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -4,14 +4,14 @@
 //! generator used by `lidx bench`, `lidx demo` and `lidx report`.
 #![warn(missing_docs)]
 
-pub mod engine;
-pub mod workload;
-pub mod r#gen;
-pub mod results;
-pub mod peers;
-pub mod report;
-pub mod datasets;
 pub mod alloc;
 pub mod build_info;
+pub mod datasets;
+pub mod engine;
+pub mod r#gen;
+pub mod peers;
 pub mod registry;
+pub mod report;
+pub mod results;
 pub mod runner;
+pub mod workload;

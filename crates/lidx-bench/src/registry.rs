@@ -22,10 +22,5 @@ pub fn by_name(name: &str) -> Result<Box<dyn EngineFactory>> {
     all()
         .into_iter()
         .find(|f| f.info().name == name)
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "engine '{name}' (known: {})",
-                names().join(", ")
-            ))
-        })
+        .ok_or_else(|| Error::NotFound(format!("engine '{name}' (known: {})", names().join(", "))))
 }

@@ -142,13 +142,20 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
         if let Some(bad) = pins.iter().find(|p| !available.iter().any(|c| c.id == **p)) {
             return Err(Error::invalid(format!(
                 "--pin: CPU {bad} is not available (have {})",
-                available.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(",")
+                available
+                    .iter()
+                    .map(|c| c.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
             )));
         }
     }
     let keyset = datasets::load_u64(&cfg.dataset, cfg.keys, cfg.seed, cfg.data_dir.as_deref())?;
     if keyset.keys.is_empty() {
-        return Err(Error::invalid(format!("dataset '{}' has no keys", keyset.name)));
+        return Err(Error::invalid(format!(
+            "dataset '{}' has no keys",
+            keyset.name
+        )));
     }
 
     let header = Header {
@@ -186,7 +193,11 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
             for rep in 0..cfg.repeat {
                 for (i, f) in factories.iter().enumerate() {
                     let info = f.info();
-                    bar.set_message(format!("{wname}, {threads}T, {} (repeat {})", info.name, rep + 1));
+                    bar.set_message(format!(
+                        "{wname}, {threads}T, {} (repeat {})",
+                        info.name,
+                        rep + 1
+                    ));
                     if prepared.writes && !info.writable {
                         if rep == 0 {
                             skipped.push(Skipped {
@@ -280,7 +291,13 @@ fn run_one(factory: &dyn EngineFactory, prepared: &Prepared, cfg: &BenchConfig) 
     drop(tmp);
 
     let mut hist = outcome.histogram;
-    let q = |p: f64| if hist.is_empty() { 0 } else { hist.value_at_quantile(p) };
+    let q = |p: f64| {
+        if hist.is_empty() {
+            0
+        } else {
+            hist.value_at_quantile(p)
+        }
+    };
     let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
     hist.reset();
     let secs = outcome.elapsed.as_secs_f64().max(1e-9);
@@ -309,7 +326,11 @@ pub struct Execution {
 }
 
 /// Runs one stream per thread against `engine` and checks every answer.
-pub fn execute(engine: &dyn BenchEngine, streams: &[Vec<Step>], pin: Option<&[usize]>) -> Result<Execution> {
+pub fn execute(
+    engine: &dyn BenchEngine,
+    streams: &[Vec<Step>],
+    pin: Option<&[usize]>,
+) -> Result<Execution> {
     let barrier = Barrier::new(streams.len() + 1);
     let (start, per_thread) = std::thread::scope(|scope| {
         let handles: Vec<_> = streams
@@ -336,7 +357,10 @@ pub fn execute(engine: &dyn BenchEngine, streams: &[Vec<Step>], pin: Option<&[us
         let start = Instant::now();
         let joined: Vec<_> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("worker thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("worker thread panicked")))
+            })
             .collect();
         (start, joined)
     });
@@ -361,7 +385,11 @@ pub fn execute(engine: &dyn BenchEngine, streams: &[Vec<Step>], pin: Option<&[us
 }
 
 /// Executes one thread's stream; returns (wrong answers, operations).
-fn run_stream(engine: &dyn BenchEngine, stream: &[Step], hist: &mut Histogram<u64>) -> Result<(u64, u64)> {
+fn run_stream(
+    engine: &dyn BenchEngine,
+    stream: &[Step],
+    hist: &mut Histogram<u64>,
+) -> Result<(u64, u64)> {
     let mut wrong = 0u64;
     let mut scan_buf = Vec::with_capacity(128);
     for (i, step) in stream.iter().enumerate() {

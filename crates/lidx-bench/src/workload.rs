@@ -409,7 +409,7 @@ pub fn prepare(
         }
         WorkloadSpec::Mixed { read } => {
             let inserts = expected(ops, (1.0 - read) / 4.0);
-            let mut g = Gen::with_holdback(keys, threads, inserts, 0.5, false, rng)?;
+            let mut g = Gen::with_holdback(keys, threads, inserts, 0.5, false, rng);
             g.drive(per, |g, t, _, _| g.mixed(t, read, true));
             Ok(g.finish())
         }
@@ -420,18 +420,17 @@ pub fn prepare(
                 _ => 0.1,
             };
             let mut g =
-                Gen::with_holdback(keys, threads, expected(ops, 1.0 - read), 0.9, false, rng)?;
+                Gen::with_holdback(keys, threads, expected(ops, 1.0 - read), 0.9, false, rng);
             g.drive(per, |g, t, _, _| g.mixed(t, read, false));
             Ok(g.finish())
         }
         WorkloadSpec::Insert | WorkloadSpec::Aulid(_) => insert_half(keys, threads, per, rng),
         WorkloadSpec::Ycsb(y) => ycsb(y, keys, threads, ops, per, rng),
         WorkloadSpec::Oscillate => {
-            let mut g =
-                Gen::with_holdback(keys, threads, expected(ops, 1.0 / 6.0), 0.5, true, rng)?;
+            let mut g = Gen::with_holdback(keys, threads, expected(ops, 1.0 / 6.0), 0.5, true, rng);
             let hotspot = (n / 10).max(1);
             g.drive(per, |g, t, pos, _| {
-                if (pos * 3 / per) % 2 == 0 {
+                if (pos * 3 / per).is_multiple_of(2) {
                     let start = g.rng.random_range(0..hotspot) as u32;
                     g.scan(t, start, SCAN_LEN);
                 } else if g.rng.random_bool(0.5) {
@@ -736,7 +735,7 @@ impl<'k> Gen<'k> {
         max_fraction: f64,
         scans: bool,
         mut rng: ChaCha8Rng,
-    ) -> Result<Gen<'k>> {
+    ) -> Gen<'k> {
         // Slack of four standard deviations (plus a little) so that the
         // random op mix rarely exhausts the pool.
         let slack = if inserts == 0 {
@@ -746,7 +745,7 @@ impl<'k> Gen<'k> {
         };
         let cap = (keys.len() as f64 * max_fraction) as usize;
         let held = random_subset(keys.len(), (inserts + slack).min(cap), &mut rng);
-        Ok(Gen::new(keys.into(), threads, |i| held[i], scans, rng))
+        Gen::new(keys.into(), threads, |i| held[i], scans, rng)
     }
 
     fn owner(&self, i: u32) -> usize {
@@ -1103,7 +1102,7 @@ fn ycsb(
         }
         Ycsb::C => zipf_lookups(keys, threads, per, rng),
         Ycsb::D => {
-            let mut g = Gen::with_holdback(keys, threads, expected(ops, 0.05), 0.5, false, rng)?;
+            let mut g = Gen::with_holdback(keys, threads, expected(ops, 0.05), 0.5, false, rng);
             let mut order: Vec<u32> = g.present.iter().flatten().copied().collect();
             order.sort_unstable();
             order.shuffle(&mut g.rng);
@@ -1122,7 +1121,7 @@ fn ycsb(
             Ok(g.finish())
         }
         Ycsb::E => {
-            let mut g = Gen::with_holdback(keys, threads, expected(ops, 0.05), 0.5, true, rng)?;
+            let mut g = Gen::with_holdback(keys, threads, expected(ops, 0.05), 0.5, true, rng);
             let hot = Hot::new(n, &mut g.rng)?;
             g.drive(per, |g, t, _, _| {
                 if g.rng.random::<f64>() < 0.95 {

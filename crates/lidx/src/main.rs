@@ -142,14 +142,20 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
-                || matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+                || matches!(
+                    e.kind(),
+                    ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                )
             {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
             // One line: clap's first line already says what was wrong.
             let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            eprintln!(
+                "{}",
+                text.lines().next().unwrap_or("error: invalid arguments")
+            );
             return ExitCode::from(2);
         }
     };

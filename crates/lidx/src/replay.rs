@@ -61,14 +61,17 @@ impl ReplayKey for u64 {
 
 impl ReplayKey for Vec<u8> {
     fn parse(text: &str) -> std::result::Result<Self, String> {
-        if text.len() % 2 != 0 {
+        if !text.len().is_multiple_of(2) {
             return Err(format!("key '{text}' has an odd number of hex digits"));
         }
         (0..text.len())
             .step_by(2)
             .map(|i| {
                 let pair = &text[i..i + 2];
-                if pair.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                if pair
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                {
                     u8::from_str_radix(pair, 16).map_err(|_| String::new())
                 } else {
                     Err(String::new())
@@ -328,9 +331,12 @@ pub fn run<K: ReplayKey>(
                 Some(v) => v.to_string(),
                 None => "-".to_owned(),
             },
-            Some(Command::Del(k)) => {
-                if engine.del(&k).map_err(engine_err)? { "1" } else { "0" }.to_owned()
+            Some(Command::Del(k)) => if engine.del(&k).map_err(engine_err)? {
+                "1"
+            } else {
+                "0"
             }
+            .to_owned(),
             Some(Command::Scan(k, n)) => engine
                 .scan(&k, n)
                 .map_err(engine_err)?

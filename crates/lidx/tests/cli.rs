@@ -17,16 +17,30 @@ fn fails_with(args: &[&str], needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded: {err}");
     assert_ne!(out.status.code(), Some(101), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
     for n in needles {
         assert!(err.contains(n), "{args:?}: '{n}' missing in: {err}");
     }
 }
 
 fn bench(dataset: &str) -> Vec<String> {
-    ["bench", "--engines", "btreemap", "--dataset", dataset, "--ops", "100", "--repeat", "1"]
-        .map(str::to_owned)
-        .to_vec()
+    [
+        "bench",
+        "--engines",
+        "btreemap",
+        "--dataset",
+        dataset,
+        "--ops",
+        "100",
+        "--repeat",
+        "1",
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 fn write(path: &Path, bytes: &[u8]) -> String {
@@ -56,7 +70,10 @@ fn bad_dataset_files() {
 
     let run = |ds: &str, needles: &[&str]| {
         let args = bench(ds);
-        fails_with(&args.iter().map(String::as_str).collect::<Vec<_>>(), needles);
+        fails_with(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            needles,
+        );
     };
     run(&missing, &["missing"]);
     run(&truncated, &["truncated"]);
@@ -73,13 +90,38 @@ fn unknown_names() {
         &["engine 'nope'", "btreemap"],
     );
     fails_with(
-        &["bench", "--engines", "btreemap", "--dataset", "torgeoip", "--workload", "sideways"],
+        &[
+            "bench",
+            "--engines",
+            "btreemap",
+            "--dataset",
+            "torgeoip",
+            "--workload",
+            "sideways",
+        ],
         &["sideways"],
     );
-    fails_with(&["gen", "zigzag", "--keys", "10", "-o", "/tmp/x"], &["zigzag"]);
+    fails_with(
+        &["gen", "zigzag", "--keys", "10", "-o", "/tmp/x"],
+        &["zigzag"],
+    );
     fails_with(&["frobnicate"], &["frobnicate"]);
-    fails_with(&["bench", "--engines", "btreemap", "--dataset", "torgeoip", "--threads", "0"], &["threads"]);
-    fails_with(&["report", "/nonexistent/results.json", "--md"], &["/nonexistent/results.json"]);
+    fails_with(
+        &[
+            "bench",
+            "--engines",
+            "btreemap",
+            "--dataset",
+            "torgeoip",
+            "--threads",
+            "0",
+        ],
+        &["threads"],
+    );
+    fails_with(
+        &["report", "/nonexistent/results.json", "--md"],
+        &["/nonexistent/results.json"],
+    );
 }
 
 #[test]
@@ -88,8 +130,21 @@ fn gen_writes_deterministic_sosd() {
     let a = dir.path().join("a");
     let b = dir.path().join("b");
     for p in [&a, &b] {
-        let out = lidx(&["gen", "lognormal", "--keys", "1000", "--seed", "7", "-o", p.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = lidx(&[
+            "gen",
+            "lognormal",
+            "--keys",
+            "1000",
+            "--seed",
+            "7",
+            "-o",
+            p.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let ka = lidx_core::keyset::open_sosd_u64(&a).unwrap();
     assert_eq!(ka.len(), 1000);
@@ -101,10 +156,23 @@ fn datasets_lists_committed_sets() {
     let out = lidx(&["datasets"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in ["geolite2", "torgeoip", "s2cells", "longitudes", "books", "osm", "words", "pypi"] {
+    for name in [
+        "geolite2",
+        "torgeoip",
+        "s2cells",
+        "longitudes",
+        "books",
+        "osm",
+        "words",
+        "pypi",
+    ] {
         assert!(text.contains(name), "{name} missing: {text}");
     }
-    assert!(text.lines().any(|l| l.starts_with("torgeoip") && l.contains("385602")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("torgeoip") && l.contains("385602")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -113,30 +181,80 @@ fn bench_json_and_report_roundtrip() {
     let json = dir.path().join("r.json");
     let html = dir.path().join("r.html");
     let out = lidx(&[
-        "bench", "--engines", "btreemap,skipmap", "--dataset", "s2cells", "--keys", "5000",
-        "--workload", "lookup,mixed:0.9", "--threads", "1,2", "--ops", "2000", "--repeat", "1",
-        "--json", json.to_str().unwrap(),
+        "bench",
+        "--engines",
+        "btreemap,skipmap",
+        "--dataset",
+        "s2cells",
+        "--keys",
+        "5000",
+        "--workload",
+        "lookup,mixed:0.9",
+        "--threads",
+        "1,2",
+        "--ops",
+        "2000",
+        "--repeat",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let results = lidx_bench::results::Results::read(&json).unwrap();
     assert_eq!(results.rows.len(), 2 * 2 * 2);
-    assert!(results.rows.iter().all(|r| r.wrong_answers == 0 && r.throughput_mops > 0.0));
-    assert!(results.rows.iter().all(|r| r.memory_bytes > 0), "counting allocator not active");
-    let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        results
+            .rows
+            .iter()
+            .all(|r| r.wrong_answers == 0 && r.throughput_mops > 0.0)
+    );
+    assert!(
+        results.rows.iter().all(|r| r.memory_bytes > 0),
+        "counting allocator not active"
+    );
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let row = raw["rows"][0].as_object().unwrap();
     let mut fields: Vec<&str> = row.keys().map(String::as_str).collect();
     fields.sort_unstable();
     let mut want = vec![
-        "engine", "dataset", "keys", "workload", "threads", "ops", "throughput_mops", "p50_ns",
-        "p99_ns", "p999_ns", "build_s", "memory_bytes", "disk_bytes", "durability", "wrong_answers",
+        "engine",
+        "dataset",
+        "keys",
+        "workload",
+        "threads",
+        "ops",
+        "throughput_mops",
+        "p50_ns",
+        "p99_ns",
+        "p999_ns",
+        "build_s",
+        "memory_bytes",
+        "disk_bytes",
+        "durability",
+        "wrong_answers",
     ];
     want.sort_unstable();
     assert_eq!(fields, want);
     for h in ["cpu_model", "cores", "rustc", "git_commit"] {
         assert!(raw["header"].get(h).is_some(), "header lacks {h}");
     }
-    let out = lidx(&["report", json.to_str().unwrap(), "-o", html.to_str().unwrap(), "--md"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = lidx(&[
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+        "--md",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("skipmap"));
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
 }

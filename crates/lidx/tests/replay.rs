@@ -67,7 +67,11 @@ fn script(ops: &[Op], hex: bool) -> (String, String) {
             }
             Op::Del(k) => {
                 input += &format!("del {}\n", fmt(k));
-                out += if model.remove(&k).is_some() { "1\n" } else { "0\n" };
+                out += if model.remove(&k).is_some() {
+                    "1\n"
+                } else {
+                    "0\n"
+                };
             }
             Op::Scan(k, n) => {
                 input += &format!("scan {} {n}\n", fmt(k));
@@ -115,7 +119,11 @@ fn bulk_load_sets_value_key_plus_one() {
             &["--engine", engine, "--bulk", p],
             "get 5\nget 6\nget 18446744073709551615\nscan 2 2\nscan 10 5\n",
         );
-        assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(
             String::from_utf8(out.stdout).unwrap(),
             "6\n-\n0\n5:6 9:10\n18446744073709551615:0\n",
@@ -142,16 +150,26 @@ fn malformed_lines_exit_2_with_line_number() {
         let out = replay(&["--engine", "btreemap"], input);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{input:?}: {err}");
-        assert!(err.starts_with(&format!("line {line}: ")), "{input:?}: {err}");
+        assert!(
+            err.starts_with(&format!("line {line}: ")),
+            "{input:?}: {err}"
+        );
         assert!(err.contains(what), "{input:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{input:?}: {err}");
     }
-    let hex_cases = [("get 0A\n", "lowercase hex"), ("get abc\n", "odd number"), ("get zz\n", "lowercase hex")];
+    let hex_cases = [
+        ("get 0A\n", "lowercase hex"),
+        ("get abc\n", "odd number"),
+        ("get zz\n", "lowercase hex"),
+    ];
     for (input, what) in hex_cases {
         let out = replay(&["--engine", "btreemap", "--key-type", "bytes"], input);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{input:?}: {err}");
-        assert!(err.starts_with("line 1: ") && err.contains(what), "{input:?}: {err}");
+        assert!(
+            err.starts_with("line 1: ") && err.contains(what),
+            "{input:?}: {err}"
+        );
     }
     // Output before the bad line was flushed.
     let out = replay(&["--engine", "btreemap"], "put 1 2\nget 1\nfrobnicate\n");
@@ -168,7 +186,10 @@ fn unsupported_operations_exit_3() {
         let out = replay(&["--engine", "sorted-array"], input);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{err}");
-        assert!(err.starts_with(&format!("line {line}: ")) && err.contains("read-only"), "{err}");
+        assert!(
+            err.starts_with(&format!("line {line}: ")) && err.contains("read-only"),
+            "{err}"
+        );
     }
 }
 
@@ -188,7 +209,10 @@ fn bad_engine_and_bulk_file_fail_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("unsorted");
     lidx_core::keyset::write_sosd(&path, &[3u64, 1]).unwrap();
-    let out = replay(&["--engine", "btreemap", "--bulk", path.to_str().unwrap()], "");
+    let out = replay(
+        &["--engine", "btreemap", "--bulk", path.to_str().unwrap()],
+        "",
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("index 1"), "{err}");
