@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use lidx_core::keyset::{open_sosd_f64, open_sosd_u64};
 use lidx_core::{Error, Result};
 
-use crate::r#gen::{self, Distribution};
+use crate::keygen::{self, Distribution};
 
 /// Storage type of a real key set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +211,7 @@ pub fn load_u64(
         let n = keys.unwrap_or(1_000_000);
         return Ok(KeySet {
             name: spec.to_owned(),
-            keys: r#gen::generate(dist, n, seed)?,
+            keys: keygen::generate(dist, n, seed)?,
         });
     }
     let (path, float) = match spec.strip_prefix("f64:") {

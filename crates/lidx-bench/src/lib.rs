@@ -8,7 +8,7 @@ pub mod alloc;
 pub mod build_info;
 pub mod datasets;
 pub mod engine;
-pub mod r#gen;
+pub mod keygen;
 pub mod peers;
 pub mod registry;
 pub mod report;

@@ -28,25 +28,109 @@ use crate::results::{Header, Results, Row};
 /// or not finite (a ratio against it would be meaningless) or when the row's
 /// own throughput is not finite.
 pub fn ratios(results: &Results) -> Vec<Option<f64>> {
+    figure_ratios(results, |r| r.throughput_mops)
+}
+
+/// Ratio of one figure of every row against the same figure of its group's
+/// baseline (see [`ratios`] for groups and baselines). `None` when the
+/// baseline's figure is zero or not finite.
+pub fn figure_ratios(results: &Results, figure: impl Fn(&Row) -> f64) -> Vec<Option<f64>> {
     let rows = &results.rows;
-    let mut baseline_of: Vec<usize> = Vec::with_capacity(rows.len());
-    for (i, row) in rows.iter().enumerate() {
-        // Quadratic in the worst case, but result files hold at most a few
-        // hundred rows, and this keeps the grouping rule in one obvious place.
-        let base = rows[..i]
-            .iter()
-            .position(|other| same_group(other, row))
-            .unwrap_or(i);
-        baseline_of.push(base);
-    }
-    rows.iter()
-        .zip(&baseline_of)
-        .map(|(row, &base)| {
-            let b = rows[base].throughput_mops;
-            let t = row.throughput_mops;
+    baselines(results)
+        .into_iter()
+        .zip(rows)
+        .map(|(base, row)| {
+            let b = figure(&rows[base]);
+            let t = figure(row);
             (b.is_finite() && b > 0.0 && t.is_finite()).then(|| t / b)
         })
         .collect()
+}
+
+/// Index of every row's baseline: the first row of its group.
+fn baselines(results: &Results) -> Vec<usize> {
+    let rows = &results.rows;
+    // Quadratic in the worst case, but result files hold at most a few
+    // hundred rows, and this keeps the grouping rule in one obvious place.
+    (0..rows.len())
+        .map(|i| {
+            rows[..i]
+                .iter()
+                .position(|other| same_group(other, &rows[i]))
+                .unwrap_or(i)
+        })
+        .collect()
+}
+
+/// Every figure's ratio against the baseline, for one row.
+#[derive(Clone, Copy, Debug, Default)]
+struct RowRatios {
+    mops: Option<f64>,
+    p50: Option<f64>,
+    p99: Option<f64>,
+    p999: Option<f64>,
+    build: Option<f64>,
+    memory: Option<f64>,
+    disk: Option<f64>,
+}
+
+fn row_ratios(results: &Results) -> Vec<RowRatios> {
+    let mops = ratios(results);
+    let p50 = figure_ratios(results, |r| r.p50_ns as f64);
+    let p99 = figure_ratios(results, |r| r.p99_ns as f64);
+    let p999 = figure_ratios(results, |r| r.p999_ns as f64);
+    let build = figure_ratios(results, |r| r.build_s);
+    let memory = figure_ratios(results, |r| r.memory_bytes as f64);
+    let disk = figure_ratios(results, |r| r.disk_bytes as f64);
+    baselines(results)
+        .into_iter()
+        .enumerate()
+        // The baseline's own figures need no "(1.00x)" beside them.
+        .map(|(i, base)| {
+            if base == i {
+                RowRatios {
+                    mops: mops[i],
+                    ..RowRatios::default()
+                }
+            } else {
+                RowRatios {
+                    mops: mops[i],
+                    p50: p50[i],
+                    p99: p99[i],
+                    p999: p999[i],
+                    build: build[i],
+                    memory: memory[i],
+                    disk: disk[i],
+                }
+            }
+        })
+        .collect()
+}
+
+/// Short labels for the durability settings in a result file: `in-memory`
+/// stays as it is, every other distinct setting becomes `d1`, `d2`, ...
+/// (explained in the legend), so long settings do not widen the tables.
+fn durability_labels(results: &Results) -> Vec<(String, String)> {
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for row in &results.rows {
+        let d = row.durability.trim();
+        if d.is_empty() || d == "in-memory" || labels.iter().any(|(full, _)| full == d) {
+            continue;
+        }
+        labels.push((d.to_owned(), format!("d{}", labels.len() + 1)));
+    }
+    labels
+}
+
+fn durability_cell(row: &Row, labels: &[(String, String)]) -> String {
+    let d = row.durability.trim();
+    if d.is_empty() {
+        return "-".to_owned();
+    }
+    labels
+        .iter()
+        .find(|(full, _)| full == d)
+        .map_or_else(|| d.to_owned(), |(_, short)| short.clone())
 }
 
 /// The comparison as a Markdown table, preceded by one line of run facts and
@@ -62,7 +146,8 @@ pub fn markdown_table(results: &Results) -> String {
         out.push_str("_No rows: the result file holds no measurements._\n");
         return out;
     }
-    let ratios = ratios(results);
+    let ratios = row_ratios(results);
+    let labels = durability_labels(results);
     let line = |cells: &[String]| {
         let mut s = String::from("|");
         for c in cells {
@@ -78,7 +163,7 @@ pub fn markdown_table(results: &Results) -> String {
     }
     out.push('\n');
     for i in display_order(results) {
-        let cells = cells(&results.rows[i], ratios[i], WARN_MARK);
+        let cells = cells(&results.rows[i], &ratios[i], &labels, WARN_MARK);
         out.push_str(&line(&cells));
     }
     out.push('\n');
@@ -98,11 +183,12 @@ pub fn text_table(results: &Results) -> String {
         out.push_str("no rows: the result file holds no measurements\n");
         return out;
     }
-    let ratios = ratios(results);
+    let ratios = row_ratios(results);
+    let labels = durability_labels(results);
     let order = display_order(results);
     let body: Vec<Vec<String>> = order
         .iter()
-        .map(|&i| cells(&results.rows[i], ratios[i], "!!").to_vec())
+        .map(|&i| cells(&results.rows[i], &ratios[i], &labels, "!!").to_vec())
         .collect();
     let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.title.chars().count()).collect();
     for cells in &body {
@@ -250,6 +336,8 @@ pub fn html(results: &Results) -> String {
         let _ = write!(out, "<th{class}>{}</th>", esc(c.title));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
+    let all_ratios = row_ratios(results);
+    let labels = durability_labels(results);
     let mut prev: Option<usize> = None;
     for i in display_order(results) {
         let row = &results.rows[i];
@@ -266,7 +354,10 @@ pub fn html(results: &Results) -> String {
         } else {
             let _ = write!(out, "<tr class=\"{}\">", classes.join(" "));
         }
-        for (c, col) in cells(row, ratios[i], WARN_MARK).iter().zip(COLUMNS) {
+        for (c, col) in cells(row, &all_ratios[i], &labels, WARN_MARK)
+            .iter()
+            .zip(COLUMNS)
+        {
             let class = if col.numeric { " class=\"num\"" } else { "" };
             let _ = write!(out, "<td{class}>{}</td>", esc(c));
         }
@@ -340,8 +431,12 @@ const COLUMNS: [Column; 15] = [
 ];
 
 /// The formatted, unescaped cells of one row, in [`COLUMNS`] order.
-fn cells(row: &Row, ratio: Option<f64>, mark: &str) -> [String; 15] {
+fn cells(row: &Row, ratios: &RowRatios, labels: &[(String, String)], mark: &str) -> [String; 15] {
     let wrong = row.wrong_answers > 0;
+    let with = |value: String, ratio: Option<f64>| match ratio {
+        Some(r) if r.is_finite() && value != "-" => format!("{value} ({r:.2}x)"),
+        _ => value,
+    };
     [
         row.engine.clone(),
         row.dataset.clone(),
@@ -349,18 +444,14 @@ fn cells(row: &Row, ratio: Option<f64>, mark: &str) -> [String; 15] {
         row.workload.clone(),
         row.threads.to_string(),
         fmt_mops(row.throughput_mops),
-        ratio_cell(ratio, wrong),
-        fmt_ns(row.p50_ns),
-        fmt_ns(row.p99_ns),
-        fmt_ns(row.p999_ns),
-        fmt_sig(row.build_s),
-        fmt_mib(row.memory_bytes),
-        fmt_mib(row.disk_bytes),
-        if row.durability.is_empty() {
-            "-".to_string()
-        } else {
-            row.durability.clone()
-        },
+        ratio_cell(ratios.mops, wrong),
+        with(fmt_ns(row.p50_ns), ratios.p50),
+        with(fmt_ns(row.p99_ns), ratios.p99),
+        with(fmt_ns(row.p999_ns), ratios.p999),
+        with(fmt_sig(row.build_s), ratios.build),
+        with(fmt_mib(row.memory_bytes), ratios.memory),
+        with(fmt_mib(row.disk_bytes), ratios.disk),
+        durability_cell(row, labels),
         if wrong {
             format!("{mark} {} wrong", row.wrong_answers)
         } else {
@@ -396,10 +487,13 @@ fn header_line(h: &Header) -> String {
 
 fn legend(results: &Results) -> String {
     let mut s = String::from(
-        "vs base: throughput relative to the first engine listed for the same \
-         dataset, workload and threads. Latencies are sampled per operation; \
+        "vs base and (N.NNx): the figure relative to the first engine listed for the \
+         same dataset, workload and threads. Latencies are sampled per operation; \
          mem is heap held after the run, disk is bytes on disk (- for in-memory).\n",
     );
+    for (full, short) in durability_labels(results) {
+        let _ = writeln!(s, "{short}: {full}");
+    }
     let wrong = results.rows.iter().filter(|r| r.wrong_answers > 0).count();
     if wrong > 0 {
         let _ = writeln!(

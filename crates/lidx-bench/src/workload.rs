@@ -86,7 +86,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::r#gen::Zipf;
+use crate::keygen::Zipf;
 
 /// Records per scan of `scan`, `w2` and `oscillate`, and the maximum scan
 /// length of `ycsb-e`.

@@ -194,7 +194,9 @@ fn text_table_is_aligned_and_flags_wrong_answers() {
     assert!(bad[0].contains("!! 1234 wrong"), "{}", bad[0]);
     assert!(bad[0].contains("(2.50x, wrong answers)"));
     assert!(text.contains("WARNING"));
-    assert!(data.iter().filter(|l| l.contains("1.00x")).count() == 4);
+    // The "vs base" cell of each of the 4 baselines (other rows carry
+    // per-figure ratios in parentheses, which this pattern excludes).
+    assert_eq!(data.iter().filter(|l| l.contains(" 1.00x ")).count(), 4);
 }
 
 #[test]
@@ -325,4 +327,36 @@ fn render_sample_when_asked() {
     if let Ok(path) = std::env::var("LIDX_REPORT_SAMPLE_MANY") {
         write_html(&many(), std::path::Path::new(&path)).unwrap();
     }
+}
+
+#[test]
+fn every_figure_has_a_ratio_and_long_durability_is_footnoted() {
+    let mut base = row("lmdb", "lookup", 1, 2.0, 0);
+    base.durability = "commit per op, no fsync (MDB_NOSYNC); fsync on sync()".to_string();
+    base.disk_bytes = 10 * 1024 * 1024;
+    let mut other = row("redb", "lookup", 1, 1.0, 0);
+    other.p50_ns = 360;
+    other.memory_bytes = 10 * 1024 * 1024;
+    other.disk_bytes = 30 * 1024 * 1024;
+    other.durability = "commit per op, Durability::None; fsync on sync()".to_string();
+    let r = Results {
+        header: header(),
+        rows: vec![base, other],
+    };
+    let md = markdown_table(&r);
+    let redb = md.lines().find(|l| l.starts_with("| redb")).unwrap();
+    assert!(redb.contains("0.50x"), "{redb}");
+    assert!(redb.contains("360 ns (2.00x)"), "{redb}");
+    assert!(
+        redb.contains("(2.00x)") && redb.contains("(3.00x)"),
+        "{redb}"
+    );
+    assert!(redb.contains("| d2 |"), "{redb}");
+    let lmdb = md.lines().find(|l| l.starts_with("| lmdb")).unwrap();
+    assert!(
+        !lmdb.contains("(1.00x)"),
+        "baseline repeats its ratio: {lmdb}"
+    );
+    assert!(md.contains("d1: commit per op, no fsync (MDB_NOSYNC); fsync on sync()"));
+    assert!(md.contains("d2: commit per op, Durability::None; fsync on sync()"));
 }

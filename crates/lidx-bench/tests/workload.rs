@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use lidx_bench::r#gen::{Distribution, generate};
+use lidx_bench::keygen::{Distribution, generate};
 use lidx_bench::workload::{
     Expect, Op, Prepared, Step, WorkloadSpec, prepare, value_for, value_matches_key,
 };

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use lidx_bench::datasets::{self, KeyKind};
-use lidx_bench::r#gen::Distribution;
+use lidx_bench::keygen::Distribution;
 use lidx_bench::report;
 use lidx_bench::results::Results;
 use lidx_bench::runner::{self, BenchConfig, Outcome};
@@ -202,7 +202,7 @@ fn run(cmd: Cmd) -> Result<()> {
             output,
         } => {
             let dist: Distribution = dist.parse()?;
-            let generated = lidx_bench::r#gen::generate(dist, keys, seed)?;
+            let generated = lidx_bench::keygen::generate(dist, keys, seed)?;
             write_sosd(&output, &generated)?;
             println!(
                 "wrote {} {} keys (seed {seed}) to {}",

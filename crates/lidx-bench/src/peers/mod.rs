@@ -29,6 +29,7 @@ pub mod pgm_lidx;
 pub mod redb;
 pub mod scc_tree;
 pub mod skipmap;
+mod sorted_columns;
 
 /// Every peer factory, in report order.
 pub fn all() -> Vec<Box<dyn EngineFactory>> {

@@ -34,6 +34,7 @@ use parking_lot::RwLock;
 use pgm_extra::index::key::Indexable;
 use pgm_extra::{Dynamic, Static};
 
+use super::sorted_columns::SortedColumns;
 use super::{backend, check_sorted_unique};
 use crate::engine::{BenchEngine, EngineFactory, EngineInfo};
 
@@ -75,22 +76,17 @@ impl EngineFactory for PgmFactory {
                 index: RwLock::new(index),
             }))
         } else {
-            let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-            let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+            let columns = SortedColumns::from_pairs(pairs);
             // `Static::new` rejects empty input; an empty map needs no index.
-            let index = if keys.is_empty() {
+            let index = if columns.keys.is_empty() {
                 None
             } else {
                 Some(
-                    Static::new(&keys, EPSILON, EPSILON_RECURSIVE)
+                    Static::new(&columns.keys, EPSILON, EPSILON_RECURSIVE)
                         .map_err(|e| backend("pgm-extra", e))?,
                 )
             };
-            Ok(Box::new(PgmStatic {
-                index,
-                keys,
-                values,
-            }))
+            Ok(Box::new(PgmStatic { index, columns }))
         }
     }
 }
@@ -140,8 +136,7 @@ impl Indexable for Entry {
 /// Read-only variant: `Static` index over `keys`, values in a parallel array.
 struct PgmStatic {
     index: Option<Static<u64>>,
-    keys: Vec<u64>,
-    values: Vec<u64>,
+    columns: SortedColumns,
 }
 
 impl PgmStatic {
@@ -149,7 +144,7 @@ impl PgmStatic {
     fn position(&self, key: u64) -> usize {
         self.index
             .as_ref()
-            .map_or(0, |index| index.lower_bound(&self.keys, &key))
+            .map_or(0, |index| index.lower_bound(&self.columns.keys, &key))
     }
 }
 
@@ -161,11 +156,7 @@ fn read_only() -> Error {
 
 impl BenchEngine for PgmStatic {
     fn get(&self, key: u64) -> Result<Option<u64>> {
-        let pos = self.position(key);
-        Ok(match self.keys.get(pos) {
-            Some(&k) if k == key => Some(self.values[pos]),
-            _ => None,
-        })
+        Ok(self.columns.value_at(self.position(key), key))
     }
 
     fn insert(&self, _key: u64, _value: u64) -> Result<()> {
@@ -177,15 +168,7 @@ impl BenchEngine for PgmStatic {
     }
 
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
-        out.clear();
-        let pos = self.position(start).min(self.keys.len());
-        let end = pos.saturating_add(n).min(self.keys.len());
-        out.extend(
-            self.keys[pos..end]
-                .iter()
-                .copied()
-                .zip(self.values[pos..end].iter().copied()),
-        );
+        self.columns.scan_from(self.position(start), n, out);
         Ok(())
     }
 }

@@ -26,6 +26,7 @@ use lidx_core::model::{LinearModel, PositionModel, optimal_pla};
 use lidx_core::{Error, Result, search};
 
 use super::check_sorted_unique;
+use super::sorted_columns::SortedColumns;
 use crate::engine::{BenchEngine, EngineFactory, EngineInfo};
 
 /// Error bound of the bottom level (over the keys).
@@ -55,14 +56,9 @@ impl EngineFactory for PgmLidxFactory {
         _writes_expected: bool,
     ) -> Result<Box<dyn BenchEngine>> {
         check_sorted_unique(pairs)?;
-        let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-        let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
-        let levels = build_levels(&keys)?;
-        Ok(Box::new(PgmLidx {
-            levels,
-            keys,
-            values,
-        }))
+        let columns = SortedColumns::from_pairs(pairs);
+        let levels = build_levels(&columns.keys)?;
+        Ok(Box::new(PgmLidx { levels, columns }))
     }
 }
 
@@ -112,8 +108,7 @@ fn build_levels(keys: &[u64]) -> Result<Vec<Level>> {
 
 struct PgmLidx {
     levels: Vec<Level>,
-    keys: Vec<u64>,
-    values: Vec<u64>,
+    columns: SortedColumns,
 }
 
 impl PgmLidx {
@@ -132,8 +127,9 @@ impl PgmLidx {
             seg = search::upper_bound_within(below, &key, pos, level.max_error).saturating_sub(1);
         }
         let bottom = &self.levels[0];
-        let pos = bottom.models[seg].predict_pos(&key, self.keys.len());
-        search::lower_bound_within(&self.keys, &key, pos, bottom.max_error)
+        let keys = &self.columns.keys;
+        let pos = bottom.models[seg].predict_pos(&key, keys.len());
+        search::lower_bound_within(keys, &key, pos, bottom.max_error)
     }
 }
 
@@ -143,11 +139,7 @@ fn read_only() -> Error {
 
 impl BenchEngine for PgmLidx {
     fn get(&self, key: u64) -> Result<Option<u64>> {
-        let pos = self.lower_bound(key);
-        Ok(match self.keys.get(pos) {
-            Some(&k) if k == key => Some(self.values[pos]),
-            _ => None,
-        })
+        Ok(self.columns.value_at(self.lower_bound(key), key))
     }
 
     fn insert(&self, _key: u64, _value: u64) -> Result<()> {
@@ -159,15 +151,7 @@ impl BenchEngine for PgmLidx {
     }
 
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
-        out.clear();
-        let pos = self.lower_bound(start);
-        let end = pos.saturating_add(n).min(self.keys.len());
-        out.extend(
-            self.keys[pos..end]
-                .iter()
-                .copied()
-                .zip(self.values[pos..end].iter().copied()),
-        );
+        self.columns.scan_from(self.lower_bound(start), n, out);
         Ok(())
     }
 }
@@ -194,13 +178,15 @@ mod tests {
         }
         let index = PgmLidx {
             levels,
-            values: keys.clone(),
-            keys,
+            columns: SortedColumns {
+                values: keys.clone(),
+                keys: keys.clone(),
+            },
         };
-        for (i, &k) in index.keys.iter().enumerate().step_by(97) {
+        for (i, &k) in keys.iter().enumerate().step_by(97) {
             assert_eq!(index.lower_bound(k), i);
             assert_eq!(index.lower_bound(k + 1), i + 1);
         }
-        assert_eq!(index.lower_bound(u64::MAX), index.keys.len());
+        assert_eq!(index.lower_bound(u64::MAX), keys.len());
     }
 }
