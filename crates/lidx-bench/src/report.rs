@@ -359,7 +359,7 @@ pub fn html(results: &Results) -> String {
             .zip(COLUMNS)
         {
             let class = if col.numeric { " class=\"num\"" } else { "" };
-            let _ = write!(out, "<td{class}>{}</td>", esc(c));
+            let _ = write!(out, "<td{class}>{}</td>", html_cell(c));
         }
         out.push_str("</tr>\n");
     }
@@ -719,7 +719,7 @@ fn sections(results: &Results) -> Vec<Section<'_>> {
 
 const CSS: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;\
-margin:2em auto;max-width:1100px;padding:0 1em;color:#222;line-height:1.4}
+margin:2em auto;max-width:1240px;padding:0 1em;color:#222;line-height:1.4}
 h1{margin-bottom:.2em}
 h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 h3{margin:1em 0 .3em;font-size:1.05em;color:#444}
@@ -744,12 +744,15 @@ svg .sep{stroke:#ccc;stroke-width:1}
 svg .nodata{fill:#999;font-style:italic}
 svg .bad{fill:#c62828;font-weight:600}
 .scroll{overflow-x:auto}
-table.results{border-collapse:collapse;font-size:.85em;white-space:nowrap}
-table.results th,table.results td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left}
-table.results th{background:#f4f4f4;position:sticky;top:0}
+table.results{border-collapse:collapse;font-size:.8em;white-space:nowrap}
+table.results th,table.results td{padding:.22em .5em;vertical-align:top;border-bottom:1px solid #eee;text-align:left}
+table.results th{background:#f4f4f4;position:sticky;top:0;white-space:normal;vertical-align:bottom}
 table.results .num{text-align:right;font-variant-numeric:tabular-nums}
+table.results td:not(.num){white-space:normal;overflow-wrap:anywhere;max-width:12em}
 table.results tr.first td{border-top:2px solid #bbb}
 table.results tr.wrong td{background:#fdecea;color:#b71c1c;font-weight:600}
+table.results tr.wrong td.num{white-space:normal;min-width:4.5em}
+table.results .x{display:block;color:#777;font-size:.85em}
 .notes{color:#555;font-size:.9em}
 footer{margin-top:2em;color:#777;font-size:.85em;border-top:1px solid #eee;padding-top:.5em}
 ";
@@ -797,6 +800,18 @@ fn utc_string(unix: u64) -> String {
         secs / 3_600,
         (secs % 3_600) / 60
     )
+}
+
+/// A table cell for HTML: a trailing ` (N.NNx)` ratio goes on its own small
+/// line so that the many-column table still fits a laptop screen.
+fn html_cell(c: &str) -> String {
+    match c.rsplit_once(" (") {
+        Some((value, ratio)) if ratio.ends_with("x)") => {
+            // `ratio` still carries its closing parenthesis.
+            format!("{}<span class=\"x\">({}</span>", esc(value), esc(ratio))
+        }
+        _ => esc(c),
+    }
 }
 
 /// Escapes text for HTML element content, attribute values and SVG text.
@@ -1085,18 +1100,28 @@ fn throughput_svg(
     });
 
     // Grid first so the bars are drawn over it.
-    let mut t = 0.0;
-    while t <= top + step * 1e-9 {
+    // A tall chart repeats the tick labels on top, where the reader starts.
+    let tall = s.slot_count() > 12;
+    let ticks = (top / step).round() as usize;
+    for k in 0..=ticks {
+        // Multiplying instead of accumulating keeps labels like 0.3 exact.
+        let t = k as f64 * step;
         let x = x_of(t);
+        let label = tick_label(t, step);
         let _ = writeln!(
             out,
             "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{plot_bottom:.1}\"/>\
-             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text>",
             TOP - 4.0,
             plot_bottom + 16.0,
-            tick_label(t, step)
         );
-        t += step;
+        if tall {
+            let _ = writeln!(
+                out,
+                "<text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text>",
+                TOP - 8.0
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -1110,6 +1135,20 @@ fn throughput_svg(
         LABEL_W + plot_w / 2.0,
         plot_bottom + 31.0
     );
+}
+
+/// Tick label for 10^`exp` nanoseconds: `100 ns`, `1 µs`, `10 ms`, `1 s`.
+fn decade_label(exp: i32) -> String {
+    let (unit, shift) = match exp {
+        i32::MIN..=2 => ("ns", 0),
+        3..=5 => ("µs", 3),
+        6..=8 => ("ms", 6),
+        _ => ("s", 9),
+    };
+    format!(
+        "{} {unit}",
+        10u64.pow(exp.max(0).saturating_sub(shift) as u32)
+    )
 }
 
 /// Whether row `i` is the first of its (dataset, workload, threads) group.
@@ -1289,7 +1328,7 @@ fn latency_svg(results: &Results, s: &Section, palette: &EnginePalette, out: &mu
                  <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
                 TOP - 4.0,
                 plot_bottom + 16.0,
-                esc(&fmt_ns(base as u64))
+                esc(&decade_label(lo as i32 + d))
             );
             if d < decades {
                 for m in [2.0, 5.0] {
@@ -1330,6 +1369,18 @@ mod tests {
         assert_eq!(fmt_count(12_345), "12.3K");
         assert_eq!(fmt_mib(0), "-");
         assert_eq!(fmt_mib(3 * 1024 * 1024 / 2), "1.5");
+    }
+
+    #[test]
+    fn decade_labels() {
+        let labels: Vec<String> = (0..=10).map(decade_label).collect();
+        assert_eq!(
+            labels,
+            [
+                "1 ns", "10 ns", "100 ns", "1 µs", "10 µs", "100 µs", "1 ms", "10 ms", "100 ms",
+                "1 s", "10 s"
+            ]
+        );
     }
 
     #[test]

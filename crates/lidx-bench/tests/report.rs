@@ -224,6 +224,9 @@ fn html_is_self_contained_and_escaped() {
     assert!(page.contains("(2.50x, wrong answers)"));
     assert!(page.contains("class=\"alert\""));
     assert!(page.contains("1234 wrong answers"));
+    // Figure ratios sit on their own line in the HTML table, balanced.
+    assert!(page.contains("180 ns<span class=\"x\">(1.00x)</span>"));
+    assert!(!page.contains("x))"));
 }
 
 #[test]
