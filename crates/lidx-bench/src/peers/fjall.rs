@@ -50,6 +50,7 @@ impl EngineFactory for FjallFactory {
     ) -> Result<Box<dyn BenchEngine>> {
         check_sorted_unique(pairs)?;
         let db = Database::builder(dir)
+            .cache_size(CACHE_BYTES)
             .open()
             .map_err(|e| backend(ENGINE, e))?;
         let keyspace = db
@@ -73,6 +74,10 @@ impl EngineFactory for FjallFactory {
         }))
     }
 }
+
+/// Block cache, sized like the other engines' working sets (a user running
+/// a 3M-key set would not keep fjall's small default).
+const CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
 struct FjallEngine {
     db: Database,
