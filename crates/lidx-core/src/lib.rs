@@ -14,6 +14,7 @@ pub mod key;
 pub mod keyset;
 pub mod model;
 pub mod search;
+pub mod storage;
 
 pub use error::{Error, Result};
 pub use key::{F64Key, Key};

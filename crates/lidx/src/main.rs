@@ -12,6 +12,7 @@ use lidx_bench::runner::{self, BenchConfig, Outcome};
 use lidx_core::keyset::{open_sosd_f64, open_sosd_u64, read_text_keys, write_sosd};
 use lidx_core::{Error, Result};
 
+mod air;
 mod replay;
 
 #[global_allocator]
@@ -109,6 +110,25 @@ enum Cmd {
         #[arg(long)]
         md: bool,
     },
+    /// AirIndex: build, query, inspect and benchmark storage-tuned indexes.
+    Air {
+        #[command(subcommand)]
+        cmd: air::AirCmd,
+    },
+    /// Calibrate a storage profile (latency, bandwidth) by timing cold reads.
+    Profile {
+        /// Storage location: a directory, file://, direct+file://, mmap://, objfs://, s3://bucket/prefix.
+        url: String,
+        /// Existing object to read; default: write a scratch object, read it, delete it.
+        #[arg(long)]
+        object: Option<String>,
+        /// Size of the scratch object in MiB.
+        #[arg(long, default_value_t = 64)]
+        size_mib: u64,
+        /// Save the profile to this file (accepted by `lidx air build --profile`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Drive an engine with the line protocol on stdin (see `lidx replay --help`).
     #[command(long_about = REPLAY_HELP)]
     Replay {
@@ -194,6 +214,13 @@ fn command_line() -> String {
 fn run(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Demo { ops, repeat } => demo(ops, repeat),
+        Cmd::Air { cmd } => air::run(cmd),
+        Cmd::Profile {
+            url,
+            object,
+            size_mib,
+            output,
+        } => air::profile(&url, object.as_deref(), size_mib, output.as_deref()),
         Cmd::Datasets { data_dir } => list_datasets(data_dir),
         Cmd::Gen {
             dist,

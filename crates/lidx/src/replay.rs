@@ -44,6 +44,8 @@ pub trait ReplayKey: Ord + Clone {
     fn format(&self) -> String;
     /// The key a bulk-loaded SOSD `u64` becomes.
     fn from_bulk(k: u64) -> Self;
+    /// The key as a `u64`, for engines that only index integers.
+    fn to_u64(&self) -> Option<u64>;
 }
 
 impl ReplayKey for u64 {
@@ -56,6 +58,9 @@ impl ReplayKey for u64 {
     }
     fn from_bulk(k: u64) -> Self {
         k
+    }
+    fn to_u64(&self) -> Option<u64> {
+        Some(*self)
     }
 }
 
@@ -86,6 +91,9 @@ impl ReplayKey for Vec<u8> {
     fn from_bulk(k: u64) -> Self {
         // Big-endian so byte order equals numeric order.
         k.to_be_bytes().to_vec()
+    }
+    fn to_u64(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -173,8 +181,89 @@ impl<K: Ord + Clone> ReplayEngine<K> for SortedArrayEngine<K> {
     }
 }
 
+/// AirIndex, read-only: built from the bulk file (values `key + 1`) with
+/// the `ssd` profile, in `--dir` if given (an index already there is opened
+/// when no bulk file is given) or in memory.
+pub struct AirEngine {
+    index: lidx_air::AirIndex,
+}
+
+impl AirEngine {
+    fn open<K: ReplayKey>(dir: Option<&Path>, bulk: Vec<(K, u64)>, has_bulk: bool) -> Result<Self> {
+        use lidx_core::storage::{LocalDir, Memory, Storage};
+        let storage: std::sync::Arc<dyn Storage> = match dir {
+            Some(d) => std::sync::Arc::new(LocalDir::open(d, Default::default())?),
+            None => std::sync::Arc::new(Memory::new()),
+        };
+        if dir.is_some() && !has_bulk {
+            return Ok(AirEngine {
+                index: lidx_air::AirIndex::open(storage)?,
+            });
+        }
+        let mut keys = Vec::with_capacity(bulk.len());
+        let mut values = Vec::with_capacity(bulk.len());
+        for (k, v) in bulk {
+            keys.push(k.to_u64().ok_or_else(|| {
+                Error::Unsupported("engine 'air' indexes u64 keys; use --key-type u64".to_owned())
+            })?);
+            values.push(v);
+        }
+        lidx_air::build(
+            &*storage,
+            lidx_air::DataInput::KeyValues {
+                keys: &keys,
+                values: &values,
+            },
+            &lidx_core::storage::StorageProfile::ssd(),
+            lidx_air::DesignChoice::Tune(lidx_air::TuneConfig::default()),
+        )?;
+        Ok(AirEngine {
+            index: lidx_air::AirIndex::open(storage)?,
+        })
+    }
+
+    fn key<K: ReplayKey>(key: &K) -> Result<u64> {
+        key.to_u64().ok_or_else(|| {
+            Error::Unsupported("engine 'air' indexes u64 keys; use --key-type u64".to_owned())
+        })
+    }
+}
+
+impl<K: ReplayKey> ReplayEngine<K> for AirEngine {
+    fn put(&mut self, _key: K, _value: u64) -> Result<()> {
+        Err(Error::Unsupported(
+            "engine 'air' is read-only: put is not supported".to_owned(),
+        ))
+    }
+    fn get(&mut self, key: &K) -> Result<Option<u64>> {
+        self.index.get(Self::key(key)?)
+    }
+    fn del(&mut self, _key: &K) -> Result<bool> {
+        Err(Error::Unsupported(
+            "engine 'air' is read-only: del is not supported".to_owned(),
+        ))
+    }
+    fn scan(&mut self, start: &K, n: usize) -> Result<Vec<(K, u64)>> {
+        let layout = self.index.meta().layout;
+        self.index
+            .range(Self::key(start)?..)?
+            .take(n)
+            .map(|e| {
+                let e = e?;
+                let v = e
+                    .value_u64(layout)
+                    .ok_or_else(|| Error::Unsupported("values are not 8 bytes".to_owned()))?;
+                Ok((K::from_bulk(e.key), v))
+            })
+            .collect()
+    }
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Names of the engines `lidx replay` knows.
-pub const ENGINES: &[&str] = &["btreemap", "sorted-array"];
+pub const ENGINES: &[&str] = &["btreemap", "sorted-array", "air"];
 
 /// Why a replay session stopped early.
 #[derive(Debug)]
@@ -359,10 +448,12 @@ pub fn run<K: ReplayKey>(
 /// with `bulk` (sorted pairs).
 pub fn open_engine<K: ReplayKey + 'static>(
     name: &str,
-    _dir: Option<&Path>,
+    dir: Option<&Path>,
     bulk: Vec<(K, u64)>,
+    has_bulk: bool,
 ) -> Result<Box<dyn ReplayEngine<K>>> {
     match name {
+        "air" => Ok(Box::new(AirEngine::open(dir, bulk, has_bulk)?)),
         "btreemap" => Ok(Box::new(BTreeMapEngine::<K> {
             map: bulk.into_iter().collect(),
         })),
@@ -400,7 +491,10 @@ pub fn main(
             Some(path) => read_bulk::<K>(path).map_err(ReplayError::Failed)?,
             None => Vec::new(),
         };
-        let mut e = open_engine::<K>(engine, dir, pairs).map_err(ReplayError::Failed)?;
+        let mut e = open_engine::<K>(engine, dir, pairs, bulk.is_some()).map_err(|e| match e {
+            Error::Unsupported(message) => ReplayError::Unsupported { line: 0, message },
+            e => ReplayError::Failed(e),
+        })?;
         let stdin = std::io::stdin();
         let stdout = std::io::stdout();
         run(e.as_mut(), stdin.lock(), stdout.lock())

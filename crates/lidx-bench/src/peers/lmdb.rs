@@ -145,3 +145,56 @@ impl BenchEngine for LmdbEngine {
         dir_bytes(&self.dir).ok()
     }
 }
+
+/// LMDB opened afresh for every lookup, for cold first-query measurements
+/// (`lidx air compare --local-dir`): AirIndex's first query includes
+/// reading its root, so LMDB's must include opening its environment.
+pub struct LmdbCold {
+    dir: PathBuf,
+}
+
+impl LmdbCold {
+    /// Writes `keys` (sorted; duplicates keep their first rank) with their
+    /// ranks as values into a fresh environment in `dir`, synced.
+    pub fn create(dir: &Path, keys: &[u64]) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| lidx_core::Error::io(dir, e))?;
+        let mut pairs: Vec<(u64, u64)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as u64))
+            .collect();
+        pairs.dedup_by(|a, b| a.0 == b.0);
+        let engine = LmdbFactory.build(&pairs, dir, false)?;
+        engine.sync()?;
+        drop(engine);
+        Ok(LmdbCold {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Drops the environment's file from the OS page cache.
+    pub fn evict(&self) -> Result<()> {
+        use lidx_core::storage::Storage;
+        let local = lidx_core::storage::LocalDir::open(&self.dir, Default::default())?;
+        local.evict("data.mdb")
+    }
+
+    /// Opens the environment, looks `key` up and closes it again.
+    pub fn cold_get(&self, key: u64) -> Result<Option<u64>> {
+        let mut options = EnvOpenOptions::new();
+        options.max_dbs(1);
+        // SAFETY: the directory was written by `create` and nothing else in
+        // or out of the process modifies its files while it is open.
+        let env = unsafe { options.open(&self.dir) }.map_err(|e| backend(ENGINE, e))?;
+        let found = {
+            let rtxn = env.read_txn().map_err(|e| backend(ENGINE, e))?;
+            let db: Option<Table> = env
+                .open_database(&rtxn, None)
+                .map_err(|e| backend(ENGINE, e))?;
+            let db = db.ok_or_else(|| backend(ENGINE, "database missing"))?;
+            db.get(&rtxn, &key).map_err(|e| backend(ENGINE, e))?
+        };
+        env.prepare_for_closing().wait();
+        Ok(found)
+    }
+}

@@ -16,6 +16,11 @@
 //! and a monotone-chain push. The emitted line is the average of the two
 //! extreme lines, which lies in the convex set of feasible lines.
 //!
+//! The cone itself is generic over its arithmetic and takes one vertical
+//! interval per point; [`IntervalCone`] exposes it with exact `i128`
+//! coordinates for callers whose intervals are not `rank ± eps` (AirIndex's
+//! band layers).
+//!
 //! Coordinates are relative to the segment's first key and rank (exact
 //! offsets for integer keys below 2^53 apart), in `f64`. Rounding can make
 //! the construction imperfect on adversarial inputs, which is why the
@@ -37,44 +42,122 @@ pub fn build<K: Key>(keys: &[K], eps: usize) -> Result<Fitted<Pla<K>>> {
     build_with(keys, eps, &mut Hull::new(eps as f64))
 }
 
+/// Arithmetic the cone runs on: `f64` for [`build`] (rounded, guarded by
+/// the driver's measured error), or exact integers for [`IntervalCone`].
+///
+/// The cone only ever multiplies a `y` difference by a *positive* `x`
+/// difference (a later point's `x` minus an earlier one's), and only
+/// compares such products, so the exact flavour can keep `x` unsigned and
+/// use one widening multiply per product.
+trait Coord {
+    type X: Copy + PartialOrd + Default + std::fmt::Debug;
+    type Y: Copy + PartialOrd + Default + std::fmt::Debug;
+    type Area: PartialOrd;
+    /// `(y_b - y_a) * (x_d - x_c)` for `x_d > x_c`.
+    fn area(y_a: Self::Y, y_b: Self::Y, x_c: Self::X, x_d: Self::X) -> Self::Area;
+}
+
+/// `f64` coordinates.
 #[derive(Clone, Copy, Debug, Default)]
-struct Pt {
-    x: f64,
-    y: f64,
+struct Float;
+
+impl Coord for Float {
+    type X = f64;
+    type Y = f64;
+    type Area = f64;
+    #[inline(always)]
+    fn area(y_a: f64, y_b: f64, x_c: f64, x_d: f64) -> f64 {
+        (y_b - y_a) * (x_d - x_c)
+    }
+}
+
+/// Exact coordinates: `u64` x, `i64` y with `|y| <= 2^61` (so `y`
+/// differences fit an `i64`), products in `i128` (below 2^126).
+#[derive(Clone, Copy, Debug, Default)]
+struct Exact;
+
+impl Coord for Exact {
+    type X = u64;
+    type Y = i64;
+    type Area = i128;
+    #[inline(always)]
+    fn area(y_a: i64, y_b: i64, x_c: u64, x_d: u64) -> i128 {
+        let dy = y_b - y_a;
+        let p = (dy.unsigned_abs() as u128 * (x_d - x_c) as u128) as i128;
+        if dy < 0 { -p } else { p }
+    }
+}
+
+struct Pt<C: Coord> {
+    x: C::X,
+    y: C::Y,
+}
+
+impl<C: Coord> Clone for Pt<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: Coord> Copy for Pt<C> {}
+
+impl<C: Coord> Default for Pt<C> {
+    fn default() -> Self {
+        Pt {
+            x: C::X::default(),
+            y: C::Y::default(),
+        }
+    }
+}
+
+impl<C: Coord> std::fmt::Debug for Pt<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({:?}, {:?})", self.x, self.y)
+    }
 }
 
 /// `slope(a→b) < slope(c→d)` for `b.x > a.x` and `d.x > c.x`, without
 /// dividing.
 #[inline(always)]
-fn slope_lt(a: Pt, b: Pt, c: Pt, d: Pt) -> bool {
-    (b.y - a.y) * (d.x - c.x) < (d.y - c.y) * (b.x - a.x)
+fn slope_lt<C: Coord>(a: Pt<C>, b: Pt<C>, c: Pt<C>, d: Pt<C>) -> bool {
+    C::area(a.y, b.y, c.x, d.x) < C::area(c.y, d.y, a.x, b.x)
 }
 
-/// z-component of `(a - o) × (b - o)`: positive for a left turn.
+/// Whether `o → a → b` (increasing `x`) turns clockwise or goes straight,
+/// i.e. the z-component of `(a - o) × (b - o)` is `<= 0`. Written as a
+/// comparison of two products rather than their difference so integer
+/// coordinates only need each product to fit.
 #[inline(always)]
-fn cross(o: Pt, a: Pt, b: Pt) -> f64 {
-    (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x)
+fn turns_right_or_straight<C: Coord>(o: Pt<C>, a: Pt<C>, b: Pt<C>) -> bool {
+    C::area(o.y, b.y, o.x, a.x) <= C::area(o.y, a.y, o.x, b.x)
 }
 
-/// Streaming feasibility state of one segment.
-struct Hull {
-    eps: f64,
-    /// Upper endpoints `(x, y + eps)`, as a lower convex chain.
-    upper: Vec<Pt>,
-    /// Lower endpoints `(x, y - eps)`, as an upper convex chain.
-    lower: Vec<Pt>,
+/// Whether `o → a → b` (increasing `x`) turns counter-clockwise or goes
+/// straight.
+#[inline(always)]
+fn turns_left_or_straight<C: Coord>(o: Pt<C>, a: Pt<C>, b: Pt<C>) -> bool {
+    C::area(o.y, b.y, o.x, a.x) >= C::area(o.y, a.y, o.x, b.x)
+}
+
+/// Streaming feasibility state: the lines passing through every vertical
+/// interval pushed so far.
+#[derive(Clone, Debug)]
+struct Cone<C: Coord> {
+    /// Upper endpoints, as a lower convex chain.
+    upper: Vec<Pt<C>>,
+    /// Lower endpoints, as an upper convex chain.
+    lower: Vec<Pt<C>>,
     upper_start: usize,
     lower_start: usize,
     /// Min-slope line through `rect[0]` (upper) and `rect[2]` (lower);
     /// max-slope line through `rect[1]` (lower) and `rect[3]` (upper).
-    rect: [Pt; 4],
+    rect: [Pt<C>; 4],
     points: usize,
 }
 
-impl Hull {
-    fn new(eps: f64) -> Self {
-        Hull {
-            eps,
+impl<C: Coord> Cone<C> {
+    fn new() -> Self {
+        Cone {
             upper: Vec::with_capacity(64),
             lower: Vec::with_capacity(64),
             upper_start: 0,
@@ -83,44 +166,48 @@ impl Hull {
             points: 0,
         }
     }
-}
 
-impl SegmentFitter for Hull {
-    fn reset(&mut self) {
+    fn clear(&mut self) {
         self.upper.clear();
         self.lower.clear();
         self.upper_start = 0;
         self.lower_start = 0;
-        let u = Pt {
-            x: 0.0,
-            y: self.eps,
-        };
-        let l = Pt {
-            x: 0.0,
-            y: -self.eps,
-        };
-        self.rect = [u, l, l, u];
-        self.upper.push(u);
-        self.lower.push(l);
-        self.points = 1;
+        self.points = 0;
     }
 
+    /// Adds the interval `[lo, hi]` at `x`, which must exceed every `x`
+    /// pushed before, and `lo <= hi`; `false` (state unchanged) if no line
+    /// passes through it and all earlier intervals.
     #[inline]
-    fn add(&mut self, x: f64, y: f64) -> bool {
-        let u = Pt { x, y: y + self.eps };
-        let l = Pt { x, y: y - self.eps };
-        if self.points == 1 {
-            self.rect[2] = l;
-            self.rect[3] = u;
+    fn push(&mut self, x: C::X, lo: C::Y, hi: C::Y) -> bool {
+        self.push_bounded::<true>(x, lo, hi)
+    }
+
+    /// [`push`](Self::push) of an interval that is bounded below only if
+    /// `BELOW`: otherwise `lo` is a floor standing in for minus infinity
+    /// while the cone has fewer than two points (so it must be below every
+    /// line that matters), and the lower end is never tested afterwards.
+    #[inline]
+    fn push_bounded<const BELOW: bool>(&mut self, x: C::X, lo: C::Y, hi: C::Y) -> bool {
+        let u = Pt { x, y: hi };
+        let l = Pt { x, y: lo };
+        if self.points < 2 {
+            // One interval, or two at distinct x, always admit a line.
+            if self.points == 0 {
+                self.rect = [u, l, l, u];
+            } else {
+                self.rect[2] = l;
+                self.rect[3] = u;
+            }
             self.upper.push(u);
             self.lower.push(l);
-            self.points = 2;
+            self.points += 1;
             return true;
         }
         let [r0, r1, r2, r3] = self.rect;
         // u below the min-slope line, or l above the max-slope line: no line
-        // through every segment so far reaches this one.
-        if slope_lt(r2, u, r0, r2) || slope_lt(r1, r3, r3, l) {
+        // through every interval so far reaches this one.
+        if slope_lt(r2, u, r0, r2) || (BELOW && slope_lt(r1, r3, r3, l)) {
             return false;
         }
 
@@ -141,7 +228,7 @@ impl SegmentFitter for Hull {
 
             let mut end = self.upper.len();
             while end >= self.upper_start + 2
-                && cross(self.upper[end - 2], self.upper[end - 1], u) <= 0.0
+                && turns_right_or_straight(self.upper[end - 2], self.upper[end - 1], u)
             {
                 end -= 1;
             }
@@ -150,10 +237,10 @@ impl SegmentFitter for Hull {
             pushed_u = true;
         }
 
-        if slope_lt(r0, r2, r0, l) {
+        if BELOW && slope_lt(r0, r2, r0, l) {
             // l cuts the min-slope line: tangent from l to the upper chain.
             // The u just pushed sits at the same x (a vertical "slope"), so
-            // it must not take part; with eps = 0 it would compare as a tie.
+            // it must not take part; with lo == hi it would compare as a tie.
             let limit = self.upper.len() - usize::from(pushed_u);
             let mut best = self.upper_start;
             for i in self.upper_start + 1..limit {
@@ -168,7 +255,7 @@ impl SegmentFitter for Hull {
 
             let mut end = self.lower.len();
             while end >= self.lower_start + 2
-                && cross(self.lower[end - 2], self.lower[end - 1], l) >= 0.0
+                && turns_left_or_straight(self.lower[end - 2], self.lower[end - 1], l)
             {
                 end -= 1;
             }
@@ -178,17 +265,157 @@ impl SegmentFitter for Hull {
         self.points += 1;
         true
     }
+}
+
+/// Streaming feasibility state of one PLA segment: intervals `y ± eps`.
+struct Hull {
+    eps: f64,
+    cone: Cone<Float>,
+}
+
+impl Hull {
+    fn new(eps: f64) -> Self {
+        Hull {
+            eps,
+            cone: Cone::new(),
+        }
+    }
+}
+
+impl SegmentFitter for Hull {
+    fn reset(&mut self) {
+        self.cone.clear();
+        self.cone.push(0.0, -self.eps, self.eps);
+    }
+
+    #[inline]
+    fn add(&mut self, x: f64, y: f64) -> bool {
+        self.cone.push(x, y - self.eps, y + self.eps)
+    }
 
     fn line(&self) -> (f64, f64) {
-        if self.points < 2 {
+        if self.cone.points < 2 {
             return (0.0, 0.0);
         }
-        let [r0, r1, r2, r3] = self.rect;
+        let [r0, r1, r2, r3] = self.cone.rect;
         let s_min = (r2.y - r0.y) / (r2.x - r0.x);
         let s_max = (r3.y - r1.y) / (r3.x - r1.x);
         let a_min = r0.y - s_min * r0.x;
         let a_max = r1.y - s_max * r1.x;
         ((s_min + s_max) / 2.0, (a_min + a_max) / 2.0)
+    }
+}
+
+/// A line given by two points `(x, y)` it passes through, the first with
+/// the smaller `x`.
+pub type IntLine = ((u64, i64), (u64, i64));
+
+/// Exact streaming test of whether one straight line passes through every
+/// vertical interval `[lo, hi]` pushed so far (at strictly increasing `x`).
+///
+/// This is the same O'Rourke cone [`build`] uses for `rank ± eps`, with
+/// per-point intervals and integer coordinates: every turn and slope test
+/// compares two products of a `y` difference (below 2^62) and an `x`
+/// difference (below 2^64), which are exact in `i128`. Pushing is
+/// amortised O(1).
+#[derive(Clone, Debug)]
+pub struct IntervalCone {
+    cone: Cone<Exact>,
+    /// `x` of the last accepted interval.
+    last_x: u64,
+}
+
+impl Default for IntervalCone {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IntervalCone {
+    /// Largest accepted `|lo|`, `|hi|`.
+    pub const MAX_ABS_Y: i64 = 1 << 61;
+
+    /// An empty cone (every line is feasible).
+    pub fn new() -> Self {
+        IntervalCone {
+            cone: Cone::new(),
+            last_x: 0,
+        }
+    }
+
+    /// Forgets every interval, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.cone.clear();
+    }
+
+    /// Number of intervals accepted since the last [`clear`](Self::clear).
+    pub fn len(&self) -> usize {
+        self.cone.points
+    }
+
+    /// Whether no interval has been accepted.
+    pub fn is_empty(&self) -> bool {
+        self.cone.points == 0
+    }
+
+    /// Adds the interval `[lo, hi]` at `x` if some line passes through it
+    /// and every interval accepted before, returning whether it did; a
+    /// refused interval leaves the cone unchanged. An empty interval
+    /// (`lo > hi`) is always refused.
+    ///
+    /// `|lo|` or `|hi|` beyond [`MAX_ABS_Y`](Self::MAX_ABS_Y), or an `x`
+    /// not above the previous accepted one, is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    #[inline]
+    pub fn push(&mut self, x: u64, lo: i64, hi: i64) -> Result<bool> {
+        self.check(x, lo, hi)?;
+        if lo > hi || !self.cone.push(x, lo, hi) {
+            return Ok(false);
+        }
+        self.last_x = x;
+        Ok(true)
+    }
+
+    /// [`push`](Self::push) of the interval `(-infinity, hi]`: only an
+    /// upper bound at `x`.
+    #[inline]
+    pub fn push_upper(&mut self, x: u64, hi: i64) -> Result<bool> {
+        self.check(x, hi, hi)?;
+        if !self.cone.push_bounded::<false>(x, -Self::MAX_ABS_Y, hi) {
+            return Ok(false);
+        }
+        self.last_x = x;
+        Ok(true)
+    }
+
+    fn check(&self, x: u64, lo: i64, hi: i64) -> Result<()> {
+        let max_y = Self::MAX_ABS_Y.unsigned_abs();
+        if lo.unsigned_abs() > max_y || hi.unsigned_abs() > max_y {
+            return Err(crate::Error::invalid(format!(
+                "interval [{lo}, {hi}] is outside the cone's exact range +-{max_y}"
+            )));
+        }
+        if self.cone.points > 0 && x <= self.last_x {
+            return Err(crate::Error::invalid(format!(
+                "interval x must increase: {x} after {}",
+                self.last_x
+            )));
+        }
+        Ok(())
+    }
+
+    /// The feasible lines of least and of greatest slope, each as two
+    /// points it passes through; every line between them (e.g. their
+    /// average) is feasible too. `None` until two intervals are accepted.
+    ///
+    /// After [`push_upper`](Self::push_upper), minus infinity is stood in
+    /// for by `-MAX_ABS_Y`, so a line may pass that low there.
+    pub fn extreme_lines(&self) -> Option<(IntLine, IntLine)> {
+        if self.cone.points < 2 {
+            return None;
+        }
+        let [r0, r1, r2, r3] = self.cone.rect;
+        Some((((r0.x, r0.y), (r2.x, r2.y)), ((r1.x, r1.y), (r3.x, r3.y))))
     }
 }
 
@@ -362,8 +589,99 @@ mod tests {
         segments
     }
 
+    /// Whether some line passes through every interval `(x, lo, hi)`, by
+    /// Helly's theorem over triples (exact; inputs are small).
+    fn intervals_feasible(pts: &[(i128, i128, i128)]) -> bool {
+        let reach = |a: (i128, i128, i128), b: (i128, i128, i128), c: (i128, i128, i128)| {
+            // Lines through intervals a and c reach, at b.x, from the
+            // interpolation of their lower ends to that of their upper ends.
+            let (wa, wc, w) = (c.0 - b.0, b.0 - a.0, c.0 - a.0);
+            a.1 * wa + c.1 * wc <= b.2 * w && a.2 * wa + c.2 * wc >= b.1 * w
+        };
+        pts.iter().all(|p| p.1 <= p.2)
+            && (0..pts.len()).all(|i| {
+                (i + 1..pts.len()).all(|j| (j + 1..pts.len()).all(|k| reach(pts[i], pts[j], pts[k])))
+            })
+    }
+
+    fn line_fits(line: IntLine, pts: &[(i128, i128, i128)]) -> bool {
+        let ((x0, y0), (x1, y1)) = line;
+        let (x0, y0, x1, y1) = (x0 as i128, y0 as i128, x1 as i128, y1 as i128);
+        pts.iter().all(|&(x, lo, hi)| {
+            // y(x) * (x1 - x0) = y0 * (x1 - x0) + (x - x0) * (y1 - y0)
+            let v = y0 * (x1 - x0) + (x - x0) * (y1 - y0);
+            lo * (x1 - x0) <= v && v <= hi * (x1 - x0)
+        })
+    }
+
+    #[test]
+    fn interval_cone_rejects_bad_input() {
+        let top = IntervalCone::MAX_ABS_Y;
+        let mut c = IntervalCone::new();
+        assert!(c.is_empty());
+        assert!(!c.push(0, 5, 4).unwrap(), "empty interval");
+        assert!(c.is_empty());
+        assert!(c.push(0, 0, 4).unwrap());
+        assert!(c.push(0, 0, 4).is_err(), "x must increase");
+        assert!(c.push(5, top + 1, top + 2).is_err());
+        assert!(c.push(5, i64::MIN, 0).is_err());
+        assert!(c.extreme_lines().is_none());
+        assert!(c.push(u64::MAX, -top, top).unwrap());
+        assert_eq!(c.len(), 2);
+        assert!(c.push(u64::MAX - 1, 0, 0).is_err());
+        // Off by one at the far end of the range is still seen.
+        // (1, -top), (2^63, 0), (2^64 - 1, top) are equally spaced.
+        let half = 1u64 << 63;
+        for (mid, feasible) in [(0, true), (1, false), (-1, false)] {
+            c.clear();
+            assert!(c.push(1, -top, -top).unwrap());
+            assert!(c.push(half, mid, mid).unwrap());
+            assert_eq!(c.push(u64::MAX, top, top).unwrap(), feasible);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(192))]
+
+        #[test]
+        fn interval_cone_matches_helly(
+            raw in proptest::collection::vec((1i128..6, -20i128..20, 0i128..12, 0u8..4), 1..24),
+        ) {
+            let mut x = 0;
+            let pts: Vec<(i128, i128, i128)> = raw
+                .iter()
+                .map(|&(dx, lo, w, kind)| {
+                    x += dx;
+                    // One point in four is bounded above only: its lower end
+                    // is the cone's own stand-in for minus infinity.
+                    let floor = -(IntervalCone::MAX_ABS_Y as i128);
+                    let lo = if kind == 0 { floor } else { lo + x * 2 };
+                    (x, lo, lo.max(-20 + x * 2) + w)
+                })
+                .collect();
+            let mut cone = IntervalCone::new();
+            let mut accepted = 0;
+            for &(x, lo, hi) in &pts {
+                let pushed = if lo == -(IntervalCone::MAX_ABS_Y as i128) {
+                    cone.push_upper(x as u64, hi as i64)
+                } else {
+                    cone.push(x as u64, lo as i64, hi as i64)
+                };
+                if !pushed.unwrap() {
+                    break;
+                }
+                accepted += 1;
+            }
+            // Greedy prefix: accepted exactly as long as feasible.
+            prop_assert!(intervals_feasible(&pts[..accepted]));
+            if accepted < pts.len() {
+                prop_assert!(!intervals_feasible(&pts[..=accepted]));
+            }
+            if let Some((min, max)) = cone.extreme_lines() {
+                prop_assert!(line_fits(min, &pts[..accepted]));
+                prop_assert!(line_fits(max, &pts[..accepted]));
+            }
+        }
 
         #[test]
         fn segment_count_is_optimal(
