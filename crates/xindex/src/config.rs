@@ -1,0 +1,127 @@
+//! Tuning parameters, with the paper's defaults (§3.3, Table 2).
+
+use std::time::Duration;
+
+use lidx_core::{Error, Result};
+
+/// Parameters of an [`XIndex`](crate::XIndex).
+///
+/// The four structural thresholds are the paper's `e`, `s`, `f` and `m`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `e`: a group whose worst model error exceeds this gets another model
+    /// (model split) or, at `max_models`, is split in two. Default 32.
+    pub error_bound: usize,
+    /// `s`: a group whose delta index holds more records is split. Default 256.
+    pub delta_threshold: usize,
+    /// `f` in (0, 1): models merge when their error is at most `e * f`;
+    /// neighbouring groups merge when both errors are at most `e * f` and
+    /// both deltas at most `s * f`. Default 0.25.
+    pub tolerance: f64,
+    /// `m`: most linear models per group. Default 4.
+    pub max_models: usize,
+    /// Records per group at bulk load. Default 4096.
+    pub initial_group_size: usize,
+    /// Most second-stage models in the root's two-stage RMI. Default 65536.
+    pub max_root_models: usize,
+    /// Pause between background maintenance passes; `None` starts no
+    /// background thread (maintenance then runs only through
+    /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
+    pub maintenance_interval: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            error_bound: 32,
+            delta_threshold: 256,
+            tolerance: 0.25,
+            max_models: 4,
+            initial_group_size: 4096,
+            max_root_models: 1 << 16,
+            maintenance_interval: Some(Duration::from_millis(20)),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every parameter, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        if self.delta_threshold == 0 {
+            return Err(Error::invalid("delta_threshold must be at least 1"));
+        }
+        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
+            return Err(Error::invalid(format!(
+                "tolerance must lie in (0, 1), got {}",
+                self.tolerance
+            )));
+        }
+        if self.max_models == 0 {
+            return Err(Error::invalid("max_models must be at least 1"));
+        }
+        if self.initial_group_size == 0 {
+            return Err(Error::invalid("initial_group_size must be at least 1"));
+        }
+        if self.max_root_models == 0 {
+            return Err(Error::invalid("max_root_models must be at least 1"));
+        }
+        if self.maintenance_interval == Some(Duration::ZERO) {
+            return Err(Error::invalid(
+                "maintenance_interval must be positive (use None for no background thread)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `e * f`, the error at or below which models and groups merge.
+    pub(crate) fn merge_error(&self) -> usize {
+        (self.error_bound as f64 * self.tolerance) as usize
+    }
+
+    /// `s * f`, the delta size at or below which groups merge.
+    pub(crate) fn merge_delta(&self) -> usize {
+        (self.delta_threshold as f64 * self.tolerance) as usize
+    }
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_papers_and_bad_values_are_named() {
+        let c = Config::default();
+        assert_eq!(
+            (c.error_bound, c.delta_threshold, c.max_models),
+            (32, 256, 4)
+        );
+        assert_eq!(c.tolerance, 0.25);
+        assert!(c.validate().is_ok());
+        assert_eq!((c.merge_error(), c.merge_delta()), (8, 64));
+        let bad = Config {
+            tolerance: 1.0,
+            ..Config::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("tolerance")
+        );
+        let bad = Config {
+            max_models: 0,
+            ..Config::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_models")
+        );
+        let bad = Config {
+            maintenance_interval: Some(Duration::ZERO),
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

@@ -1,0 +1,131 @@
+//! A group's delta index: a concurrent ordered map from key to
+//! [`RecordCell`], plus the `frozen` flag of Two-Phase Compaction.
+//!
+//! Entries are never physically removed (removal is the record's flag), so
+//! a cell's address is stable for the life of the delta: the merge phase
+//! can point new records at it. The whole delta is freed when the last
+//! group node sharing it is reclaimed.
+//!
+//! The skip list is `crossbeam_skiplist::base::SkipList` on the default
+//! epoch collector, so lookups borrow entries from the caller's epoch
+//! guard without touching reference counts.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossbeam_epoch::{self as epoch, Guard};
+use crossbeam_skiplist::base::{Entry, SkipList};
+
+use crate::record::{Outcome, RecordCell, Write};
+
+/// A delta index (the paper's `buf` / `tmp_buf`).
+pub(crate) struct Delta<K> {
+    list: SkipList<K, RecordCell>,
+    /// Set once by maintenance; afterwards no new key enters this delta.
+    /// Shared by every group node that shares the delta, so a writer on a
+    /// stale node sees the freeze too.
+    frozen: AtomicBool,
+}
+
+impl<K: Ord + Send + Sync + 'static> Delta<K> {
+    /// An empty, unfrozen delta.
+    pub(crate) fn new() -> Self {
+        Delta {
+            list: SkipList::new(epoch::default_collector().clone()),
+            frozen: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether inserts are closed.
+    #[inline]
+    pub(crate) fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
+    }
+
+    /// Closes inserts (the merge phase starts after an epoch barrier).
+    pub(crate) fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    /// Number of keys ever inserted (live or removed).
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The record for `key`, if the key was ever inserted.
+    #[inline]
+    pub(crate) fn get<'g>(&'g self, key: &K, guard: &'g Guard) -> Option<&'g RecordCell> {
+        self.list.get(key, guard).map(|e| e.value())
+    }
+
+    /// Inserts or updates `key` (reviving a removed record): the caller
+    /// must have seen the delta unfrozen within its current epoch pin.
+    /// Returns the previous value.
+    pub(crate) fn upsert(&self, key: &K, word: u64, guard: &Guard) -> Option<u64>
+    where
+        K: Clone,
+    {
+        let outcome = match self.list.get(key, guard) {
+            Some(entry) => entry.value().write(Write::Put(word), true),
+            None => {
+                // Insert a removed placeholder and revive it through the
+                // record lock, so a racing insert of the same key serialises
+                // on one cell whichever thread created it.
+                let entry = self
+                    .list
+                    .get_or_insert(key.clone(), RecordCell::removed(), guard);
+                let outcome = entry.value().write(Write::Put(word), true);
+                entry.release(guard);
+                outcome
+            }
+        };
+        match outcome {
+            Outcome::Applied(previous) => previous,
+            // Reviving is allowed, so a put always applies.
+            Outcome::Dead => None,
+        }
+    }
+
+    /// First entry whose key is inside `bound`.
+    pub(crate) fn first_from<'g>(
+        &'g self,
+        bound: Bound<&K>,
+        guard: &'g Guard,
+    ) -> Option<Entry<'g, 'g, K, RecordCell>> {
+        self.list.lower_bound(bound, guard)
+    }
+
+    /// All entries in key order.
+    pub(crate) fn iter<'g>(
+        &'g self,
+        guard: &'g Guard,
+    ) -> impl Iterator<Item = (&'g K, &'g RecordCell)> + 'g {
+        self.list.iter(guard).map(|e| (e.key(), e.value()))
+    }
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upsert_get_and_revive() {
+        let d = Delta::<u64>::new();
+        let guard = epoch::pin();
+        assert_eq!(d.upsert(&5, 50, &guard), None);
+        assert_eq!(d.upsert(&5, 51, &guard), Some(50));
+        assert_eq!(d.get(&5, &guard).unwrap().read(), Some(51));
+        let cell = d.get(&5, &guard).unwrap();
+        assert_eq!(cell.write(Write::Remove, true), Outcome::Applied(Some(51)));
+        assert_eq!(d.get(&5, &guard).unwrap().read(), None);
+        assert_eq!(d.upsert(&5, 52, &guard), None);
+        assert_eq!(d.len(), 1);
+        d.upsert(&1, 10, &guard);
+        let keys: Vec<u64> = d.iter(&guard).map(|(k, _)| *k).collect();
+        assert_eq!(keys, vec![1, 5]);
+        assert_eq!(*d.first_from(Bound::Excluded(&1), &guard).unwrap().key(), 5);
+        assert!(!d.is_frozen());
+        d.freeze();
+        assert!(d.is_frozen());
+    }
+}

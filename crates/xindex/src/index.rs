@@ -1,0 +1,293 @@
+//! The public [`XIndex`] handle: construction, operations, statistics and
+//! the background maintenance thread it owns.
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_epoch::{self as epoch, Owned};
+use lidx_core::{Error, Key, Result};
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::Config;
+use crate::group::Group;
+use crate::inner::Inner;
+use crate::root::Root;
+use crate::stats::{GroupStats, Stats};
+use crate::value::Value;
+
+/// Records fetched per epoch pin by range iterators.
+const RANGE_BATCH: usize = 64;
+
+/// A concurrent learned ordered map (XIndex-R).
+///
+/// All operations take `&self`; the index is `Send + Sync`. Keys use the
+/// core [`Key`] trait; values are any [`Value`] (one 64-bit word, so
+/// reads are never torn).
+pub struct XIndex<K: Key, V: Value> {
+    inner: Arc<Inner<K>>,
+    worker: Option<Worker>,
+    _values: PhantomData<fn() -> V>,
+}
+
+/// The background maintenance thread and its stop signal.
+struct Worker {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl<K: Key, V: Value> XIndex<K, V> {
+    /// An empty index.
+    pub fn new(config: Config) -> Result<Self> {
+        Self::bulk_load(std::iter::empty(), config)
+    }
+
+    /// An index over `pairs`, which must be sorted by strictly ascending
+    /// key ([`Error::Unsorted`] names the first key smaller than its
+    /// predecessor; a repeated key is [`Error::InvalidArgument`]).
+    pub fn bulk_load(pairs: impl IntoIterator<Item = (K, V)>, config: Config) -> Result<Self> {
+        config.validate()?;
+        let pairs: Vec<(K, V)> = pairs.into_iter().collect();
+        if let Some(i) = pairs.windows(2).position(|w| w[1].0 <= w[0].0) {
+            return Err(if pairs[i + 1].0 < pairs[i].0 {
+                Error::Unsorted { index: i + 1 }
+            } else {
+                Error::invalid(format!("duplicate key at index {} in bulk load", i + 1))
+            });
+        }
+        let len = pairs.len();
+        let guard = epoch::pin();
+        let mut groups = Vec::new();
+        let mut chunks = pairs.chunks(config.initial_group_size).peekable();
+        if chunks.peek().is_none() {
+            let empty = Group::from_values(None, Vec::new(), Vec::new(), config.error_bound, 1);
+            groups.push(Owned::new(empty).into_shared(&guard));
+        }
+        for (i, chunk) in chunks.enumerate() {
+            let keys: Vec<K> = chunk.iter().map(|(k, _)| k.clone()).collect();
+            let words: Vec<u64> = chunk.iter().map(|(_, v)| v.to_word()).collect();
+            let pivot = (i > 0).then(|| keys[0].clone());
+            let group =
+                Group::from_values(pivot, keys, words, config.error_bound, config.max_models);
+            groups.push(Owned::new(group).into_shared(&guard));
+        }
+        let leaves = groups.len().div_ceil(4);
+        let root = Root::new(
+            groups,
+            leaves,
+            config.max_root_models,
+            config.error_bound,
+            config.merge_error(),
+        );
+        drop(guard);
+        let interval = config.maintenance_interval;
+        let inner = Arc::new(Inner::new(root, config, len));
+        let worker = interval.map(|interval| Worker::start(Arc::clone(&inner), interval));
+        Ok(XIndex {
+            inner,
+            worker,
+            _values: PhantomData,
+        })
+    }
+
+    /// The value stored under `key`. Lock-free and allocation-free.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.inner.get(key).map(V::from_word)
+    }
+
+    /// Inserts or updates `key`; returns the previous value.
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
+        self.inner.put(&key, value.to_word()).map(V::from_word)
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove(&self, key: &K) -> Option<V> {
+        self.inner.remove(key).map(V::from_word)
+    }
+
+    /// Live keys (exact when no operation is in flight).
+    pub fn len(&self) -> usize {
+        self.inner.len.get()
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends to `out` up to `n` records with keys `>= start`, in key
+    /// order. Each record's value was current at some instant during the
+    /// call; the scan as a whole is not an atomic snapshot.
+    pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
+        let mut lower = Bound::Included(start.clone());
+        let mut remaining = n;
+        let mut batch = Vec::new();
+        while remaining > 0 {
+            batch.clear();
+            let next =
+                self.inner
+                    .collect(lower, &Bound::Unbounded, remaining.min(1024), &mut batch);
+            remaining -= batch.len();
+            out.extend(batch.drain(..).map(|(k, w)| (k, V::from_word(w))));
+            match next {
+                Some(resume) => lower = resume,
+                None => break,
+            }
+        }
+    }
+
+    /// Records with keys in `range`, in key order, fetched in small
+    /// batches (no epoch pin is held between calls to `next`, so a slow
+    /// consumer never delays maintenance). Same consistency as [`scan`](Self::scan).
+    pub fn range<R: RangeBounds<K>>(&self, range: R) -> Range<'_, K, V> {
+        Range {
+            index: self,
+            lower: Some(range.start_bound().cloned()),
+            upper: range.end_bound().cloned(),
+            buffer: VecDeque::new(),
+        }
+    }
+
+    /// Runs one maintenance pass now, on the calling thread (serialised
+    /// with the background thread). Returns whether the structure changed.
+    pub fn maintain_now(&self) -> bool {
+        self.inner.maintain()
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The index's current shape and maintenance counters.
+    pub fn stats(&self) -> Stats {
+        let guard = epoch::pin();
+        let root = self.inner.root(&guard);
+        let mut groups = Vec::new();
+        // Right after a root update a group can briefly be both in a slot
+        // and behind a `next` link; count it once.
+        let mut seen = std::collections::HashSet::new();
+        for slot in root.slots.iter() {
+            let mut shared = slot.load(Ordering::Acquire, &guard);
+            let mut linked = false;
+            // SAFETY: groups reachable from the root are reclaimed only with
+            // `defer_destroy` after being unlinked; `guard` is pinned.
+            while let Some(group) = unsafe { shared.as_ref() } {
+                if !seen.insert(shared.as_raw()) {
+                    break;
+                }
+                groups.push(GroupStats {
+                    records: group.records.keys.len(),
+                    removed_records: group.records.removed.load(Ordering::Relaxed),
+                    error_bounds: group.models.iter().map(|m| m.max_error).collect(),
+                    delta_len: group.buf.len() + group.tmp().map_or(0, |t| t.len()),
+                    linked_only: linked,
+                });
+                linked = true;
+                shared = group.next.load(Ordering::Acquire, &guard);
+            }
+        }
+        let c = &self.inner.counters;
+        Stats {
+            len: self.len(),
+            groups,
+            root_models: root.leaf_count(),
+            root_max_error: root.max_error(),
+            compactions: c.compactions.load(Ordering::Relaxed),
+            model_splits: c.model_splits.load(Ordering::Relaxed),
+            model_merges: c.model_merges.load(Ordering::Relaxed),
+            group_splits: c.group_splits.load(Ordering::Relaxed),
+            group_merges: c.group_merges.load(Ordering::Relaxed),
+            root_updates: c.root_updates.load(Ordering::Relaxed),
+            maintenance_passes: c.passes.load(Ordering::Relaxed),
+        }
+    }
+
+    #[cfg(test)]
+    #[cfg_attr(xindex_loom, allow(dead_code))]
+    pub(crate) fn inner(&self) -> &Inner<K> {
+        &self.inner
+    }
+}
+
+impl<K: Key, V: Value> Drop for XIndex<K, V> {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.as_mut() {
+            worker.stop();
+        }
+    }
+}
+
+impl Worker {
+    fn start<K: Key>(inner: Arc<Inner<K>>, interval: Duration) -> Self {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("xindex-maintenance".into())
+            .spawn(move || {
+                let (stopped, wake) = &*signal;
+                loop {
+                    {
+                        let mut stopped = stopped.lock();
+                        if !*stopped {
+                            wake.wait_for(&mut stopped, interval);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    inner.maintain();
+                }
+            })
+            // Without a thread the index would silently never compact; an
+            // OS refusing a thread at construction is unrecoverable here.
+            .expect("spawning the XIndex maintenance thread");
+        Worker {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn stop(&mut self) {
+        let (stopped, wake) = &*self.stop;
+        *stopped.lock() = true;
+        wake.notify_all();
+        if let Some(handle) = self.handle.take() {
+            // A panic in maintenance was already reported by the thread;
+            // dropping must not panic again.
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Iterator over a key range of an [`XIndex`]; see [`XIndex::range`].
+pub struct Range<'a, K: Key, V: Value> {
+    index: &'a XIndex<K, V>,
+    /// Where the next batch starts; `None` once the range is exhausted.
+    lower: Option<Bound<K>>,
+    upper: Bound<K>,
+    buffer: VecDeque<(K, V)>,
+}
+
+impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        if self.buffer.is_empty() {
+            let lower = self.lower.take()?;
+            let mut batch = Vec::with_capacity(RANGE_BATCH);
+            self.lower = self
+                .index
+                .inner
+                .collect(lower, &self.upper, RANGE_BATCH, &mut batch);
+            self.buffer
+                .extend(batch.into_iter().map(|(k, w)| (k, V::from_word(w))));
+        }
+        self.buffer.pop_front()
+    }
+}

@@ -1,0 +1,335 @@
+//! The shared state behind an [`XIndex`](crate::XIndex) and the
+//! foreground operations (paper Algorithm 2): get, put, remove and the
+//! batch collection behind range scans.
+//!
+//! Every operation pins the epoch once, routes through the current root to
+//! a group and finishes inside that pin. Lookups take no lock and allocate
+//! nothing: a root model, a bounded search, one seqlock read, and only on
+//! a miss in the array the delta indexes.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard};
+use crossbeam_utils::{Backoff, CachePadded};
+use lidx_core::Key;
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::group::Group;
+use crate::hooks::Hooks;
+use crate::record::{Outcome, Write};
+use crate::root::Root;
+
+/// Maintenance event counters.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) compactions: AtomicU64,
+    pub(crate) model_splits: AtomicU64,
+    pub(crate) model_merges: AtomicU64,
+    pub(crate) group_splits: AtomicU64,
+    pub(crate) group_merges: AtomicU64,
+    pub(crate) root_updates: AtomicU64,
+    pub(crate) passes: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+const LEN_SHARDS: usize = 16;
+
+/// Live-key count split over cache lines, so writers on different threads
+/// do not contend on one counter.
+pub(crate) struct LenCounter {
+    shards: [CachePadded<AtomicIsize>; LEN_SHARDS],
+}
+
+thread_local! {
+    static SHARD: usize = {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % LEN_SHARDS
+    };
+}
+
+impl LenCounter {
+    fn new(initial: usize) -> Self {
+        let counter = LenCounter {
+            shards: std::array::from_fn(|_| CachePadded::new(AtomicIsize::new(0))),
+        };
+        counter.shards[0].store(initial as isize, Ordering::Relaxed);
+        counter
+    }
+
+    fn add(&self, delta: isize) {
+        let shard = SHARD.with(|s| *s);
+        self.shards[shard].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> usize {
+        let total: isize = self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+        total.max(0) as usize
+    }
+}
+
+/// Everything the foreground operations and the maintenance thread share.
+pub(crate) struct Inner<K: Key> {
+    /// The current root; replaced by root updates, never null.
+    pub(crate) root: Atomic<Root<K>>,
+    pub(crate) config: Config,
+    /// Held for a whole maintenance pass: structural changes are serial,
+    /// as in the paper's background threads "sharing no conflicts".
+    pub(crate) maintenance: Mutex<()>,
+    pub(crate) counters: Counters,
+    pub(crate) len: LenCounter,
+    pub(crate) hooks: Hooks,
+}
+
+/// Outcome of one routed attempt at a put.
+pub(crate) enum Attempt {
+    Done(Option<u64>),
+    /// `buf` is frozen and `tmp_buf` not allocated yet (or the node is
+    /// stale): unpin and route again (Algorithm 2, line 23).
+    Retry,
+}
+
+impl<K: Key> Inner<K> {
+    pub(crate) fn new(root: Root<K>, config: Config, len: usize) -> Self {
+        Inner {
+            root: Atomic::new(root),
+            config,
+            maintenance: Mutex::new(()),
+            counters: Counters::default(),
+            len: LenCounter::new(len),
+            hooks: Hooks::default(),
+        }
+    }
+
+    /// The current root.
+    #[inline]
+    pub(crate) fn root<'g>(&self, guard: &'g Guard) -> &'g Root<K> {
+        // SAFETY: the root is never null; a replaced root is reclaimed with
+        // `defer_destroy`, so it outlives every guard pinned before that.
+        unsafe { self.root.load(Ordering::Acquire, guard).deref() }
+    }
+
+    /// `get`: array, then `buf`, then `tmp_buf` — the same order puts use,
+    /// so an empty answer means the creating put has not committed (I3).
+    #[inline]
+    pub(crate) fn get(&self, key: &K) -> Option<u64> {
+        let guard = epoch::pin();
+        let group = self.root(&guard).route(key, &guard);
+        read_in_group(group, key, &guard)
+    }
+
+    /// `put` (upsert): returns the previous value.
+    pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> {
+        let backoff = Backoff::new();
+        loop {
+            let guard = epoch::pin();
+            let group = self.root(&guard).route(key, &guard);
+            if let Attempt::Done(previous) = try_put(group, key, word, &guard) {
+                if previous.is_none() {
+                    self.len.add(1);
+                }
+                return previous;
+            }
+            // Unpin before waiting: maintenance allocates `tmp_buf` only
+            // after an epoch barrier that waits for us.
+            drop(guard);
+            backoff.snooze();
+        }
+    }
+
+    /// `remove`: returns the removed value.
+    pub(crate) fn remove(&self, key: &K) -> Option<u64> {
+        let guard = epoch::pin();
+        let group = self.root(&guard).route(key, &guard);
+        let removed = try_remove(group, key, &guard);
+        if removed.is_some() {
+            self.len.add(-1);
+        }
+        removed
+    }
+
+    /// Appends up to `limit` live records with keys after `lower` and
+    /// within `upper`, in key order. Returns where to resume, or `None`
+    /// when the range is exhausted.
+    pub(crate) fn collect(
+        &self,
+        lower: Bound<K>,
+        upper: &Bound<K>,
+        limit: usize,
+        out: &mut Vec<(K, u64)>,
+    ) -> Option<Bound<K>> {
+        let guard = epoch::pin();
+        let root = self.root(&guard);
+        let mut lower = lower;
+        let mut taken = 0usize;
+        loop {
+            let (group, group_end) = match &lower {
+                Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
+                Bound::Unbounded => root.route_first(&guard),
+            };
+            let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
+            let lower_ref = bound_ref(&lower);
+            let keys = &group.records.keys;
+            let cells = &group.records.cells;
+            let mut at = group.first_index(lower_ref);
+            let mut buf = group.buf.first_from(lower_ref, &guard);
+            let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref, &guard));
+            loop {
+                let array_key = keys.get(at).filter(|k| in_range(k));
+                let buf_key = buf.as_ref().map(|e| e.key()).filter(|k| in_range(k));
+                let tmp_key = tmp.as_ref().map(|e| e.key()).filter(|k| in_range(k));
+                let Some(smallest) = [array_key, buf_key, tmp_key].into_iter().flatten().min()
+                else {
+                    break;
+                };
+                // One key may have a removed copy in an earlier place and
+                // the live one in a later place: take the first live copy in
+                // get's order and skip the rest, so no key repeats.
+                let mut value = None;
+                if array_key == Some(smallest) {
+                    value = cells[at].read();
+                    at += 1;
+                }
+                if buf_key == Some(smallest) {
+                    let entry = buf.take().expect("buf head exists");
+                    if value.is_none() {
+                        value = entry.value().read();
+                    }
+                    buf = entry.next();
+                }
+                if tmp_key == Some(smallest) {
+                    let entry = tmp.take().expect("tmp head exists");
+                    if value.is_none() {
+                        value = entry.value().read();
+                    }
+                    tmp = entry.next();
+                }
+                if let Some(word) = value {
+                    out.push((smallest.clone(), word));
+                    taken += 1;
+                    if taken == limit {
+                        return Some(Bound::Excluded(smallest.clone()));
+                    }
+                }
+            }
+            match group_end {
+                Some(end) if below_upper(end, upper) => lower = Bound::Included(end.clone()),
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Reads `key` in `group`: array, `buf`, `tmp_buf`.
+#[inline]
+fn read_in_group<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
+    if let Some(i) = group.find(key)
+        && let Some(word) = group.records.cells[i].read()
+    {
+        return Some(word);
+    }
+    if let Some(cell) = group.buf.get(key, guard)
+        && let Some(word) = cell.read()
+    {
+        return Some(word);
+    }
+    group.tmp()?.get(key, guard)?.read()
+}
+
+/// Algorithm 2's put on one group node.
+pub(crate) fn try_put<K: Key>(group: &Group<K>, key: &K, word: u64, guard: &Guard) -> Attempt {
+    // In place in the array; a removed array record is never revived, so
+    // the compaction that skipped it cannot lose this put.
+    if let Some(i) = group.find(key)
+        && let Outcome::Applied(previous) = group.records.cells[i].write(Write::Put(word), false)
+    {
+        return Attempt::Done(previous);
+    }
+    if !group.buf.is_frozen() {
+        // Seen unfrozen inside this pin: the merge phase starts only after
+        // a barrier that waits for us, so this insert will be merged.
+        return Attempt::Done(group.buf.upsert(key, word, guard));
+    }
+    // Frozen: update in place if the key is live in `buf`, else insert
+    // into `tmp_buf`, the only insertable place (no duplicates, I1).
+    if let Some(cell) = group.buf.get(key, guard)
+        && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+    {
+        return Attempt::Done(previous);
+    }
+    match group.tmp() {
+        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, guard)),
+        _ => Attempt::Retry,
+    }
+}
+
+/// Remove, as a put of the removed flag. Never inserts, so never retries:
+/// with `buf` frozen and no `tmp_buf` yet, no live copy can exist anywhere.
+fn try_remove<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
+    if let Some(i) = group.find(key)
+        && let Outcome::Applied(previous) = group.records.cells[i].write(Write::Remove, false)
+    {
+        group.note_removed();
+        return previous;
+    }
+    let frozen = group.buf.is_frozen();
+    if let Some(cell) = group.buf.get(key, guard)
+        && let Outcome::Applied(previous) = cell.write(Write::Remove, !frozen)
+    {
+        return previous;
+    }
+    if !frozen {
+        return None;
+    }
+    match group.tmp()?.get(key, guard)?.write(Write::Remove, true) {
+        Outcome::Applied(previous) => previous,
+        Outcome::Dead => None,
+    }
+}
+
+fn bound_ref<K>(bound: &Bound<K>) -> Bound<&K> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn below_upper<K: Ord>(key: &K, upper: &Bound<K>) -> bool {
+    match upper {
+        Bound::Included(u) => key <= u,
+        Bound::Excluded(u) => key < u,
+        Bound::Unbounded => true,
+    }
+}
+
+impl<K: Key> Drop for Inner<K> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self` means no operation or maintenance pass is
+        // running. Groups reachable now are owned by the structure: each is
+        // in exactly one slot or one `next` link (root updates clear the
+        // links of groups they move into slots), so each is freed once.
+        // Groups and roots retired earlier are owned by the epoch collector.
+        unsafe {
+            let guard = epoch::unprotected();
+            let root = self.root.load(Ordering::Relaxed, guard);
+            if let Some(r) = root.as_ref() {
+                for slot in r.slots.iter() {
+                    let mut group = slot.load(Ordering::Relaxed, guard);
+                    while let Some(g) = group.as_ref() {
+                        let next = g.next.load(Ordering::Relaxed, guard);
+                        drop(group.into_owned());
+                        group = next;
+                    }
+                }
+                drop(root.into_owned());
+            }
+        }
+    }
+}

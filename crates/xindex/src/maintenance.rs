@@ -1,0 +1,460 @@
+//! Background structure maintenance (paper §3.1.3, §3.1.4 and §3.3):
+//! Two-Phase Compaction, model split/merge, group split/merge and root
+//! update, with the trigger conditions of Table 2.
+//!
+//! A pass holds the maintenance lock, so structural changes never overlap
+//! (the paper's background threads "share no conflicts"). While holding it,
+//! this module reads the structure through the unprotected epoch guard:
+//! only code holding the lock unlinks and retires groups and roots, so
+//! everything reachable from the current root stays allocated for the
+//! whole pass. It never stays pinned, because its epoch barriers wait for
+//! every pinned thread.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use lidx_core::Key;
+use lidx_core::model::linear::fit_least_squares;
+
+use crate::barrier::synchronize;
+use crate::delta::Delta;
+use crate::group::{Group, fit_models};
+use crate::hooks::Phase;
+use crate::inner::{Counters, Inner};
+use crate::record::RecordCell;
+use crate::root::Root;
+
+/// A group pointer as read by maintenance: alive for the whole pass.
+type GroupPtr<K> = Shared<'static, Group<K>>;
+
+/// Defers the destruction of an unlinked node until every thread pinned
+/// now has unpinned.
+///
+/// # Safety
+///
+/// `node` must be unlinked (unreachable for threads pinning from now on)
+/// and retired exactly once.
+unsafe fn retire<T>(node: Shared<'_, T>) {
+    let guard = epoch::pin();
+    // SAFETY: forwarded from the contract.
+    unsafe { guard.defer_destroy(node) };
+}
+
+/// Every live record of `group`'s array and (frozen) delta, in key order.
+/// A key may have a removed copy in the array and its live copy in the
+/// delta; removed records are skipped, so each key appears at most once.
+fn live_records<K: Key>(
+    group: &'static Group<K>,
+    guard: &'static Guard,
+) -> Vec<(K, &'static RecordCell)> {
+    let keys = &group.records.keys;
+    let cells = &group.records.cells;
+    let mut delta = group.buf.iter(guard).peekable();
+    let mut out = Vec::with_capacity(keys.len() + group.buf.len());
+    let mut at = 0usize;
+    loop {
+        let take_array = match (keys.get(at), delta.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(a), Some((d, _))) => a <= *d,
+        };
+        let (key, cell) = if take_array {
+            at += 1;
+            (&keys[at - 1], &cells[at - 1])
+        } else {
+            delta.next().expect("peeked")
+        };
+        if cell.read().is_some() {
+            debug_assert!(
+                out.last().is_none_or(|(k, _)| k < key),
+                "duplicate live key"
+            );
+            out.push((key.clone(), cell));
+        }
+    }
+    out
+}
+
+impl<K: Key> Inner<K> {
+    /// One maintenance pass; true if any group or the root changed.
+    pub(crate) fn maintain(&self) -> bool {
+        let _serial = self.maintenance.lock();
+        // SAFETY: see the module docs: we hold the maintenance lock, the
+        // only licence to unlink and retire groups and roots.
+        let guard = unsafe { epoch::unprotected() };
+        let mut changed = false;
+        let mut reshaped = false;
+        let root = self.current_root(guard);
+        for slot in root.slots.iter() {
+            let mut location = slot;
+            loop {
+                let shared = location.load(Ordering::Acquire, guard);
+                if shared.is_null() {
+                    break;
+                }
+                let (last, acted, new_groups) = self.adjust(location, shared, guard);
+                changed |= acted;
+                reshaped |= new_groups;
+                location = &last.next;
+            }
+        }
+        if reshaped {
+            self.update_root(guard);
+        }
+        if self.merge_neighbours(self.current_root(guard), guard) {
+            changed = true;
+            self.update_root(guard);
+        }
+        Counters::bump(&self.counters.passes);
+        changed || reshaped
+    }
+
+    fn current_root(&self, guard: &'static Guard) -> &'static Root<K> {
+        // SAFETY: never null; only this (locked) code retires roots.
+        unsafe { self.root.load(Ordering::Acquire, guard).deref() }
+    }
+
+    /// Applies Table 2 to one group at `location`. Returns the last group
+    /// now standing where it stood (its `next` continues the walk), whether
+    /// anything changed, and whether groups were created.
+    fn adjust(
+        &self,
+        location: &Atomic<Group<K>>,
+        shared: GroupPtr<K>,
+        guard: &'static Guard,
+    ) -> (&'static Group<K>, bool, bool) {
+        let c = &self.config;
+        // SAFETY: reachable from the current root; see the module docs.
+        let group = unsafe { shared.deref() };
+        let error = group.max_error();
+        let models = group.models.len();
+        if group.buf.len() > c.delta_threshold || (error > c.error_bound && models >= c.max_models)
+        {
+            // Table 2 rows c and d.
+            if let Some(last) = self.split_group(location, shared, guard) {
+                return (last, true, true);
+            }
+        }
+        let mut current = shared;
+        let mut acted = false;
+        if error > c.error_bound && models < c.max_models {
+            // Row a.
+            current = self.resize_models(location, current, models + 1, guard);
+            Counters::bump(&self.counters.model_splits);
+            acted = true;
+        } else if models > 1 && error <= c.merge_error() {
+            // Row b, unless merging would immediately call for a split.
+            let fewer = fit_models(&group.records.keys, models - 1);
+            if fewer.iter().all(|m| m.max_error <= c.error_bound) {
+                current = self.install_models(location, current, fewer, guard);
+                Counters::bump(&self.counters.model_merges);
+                acted = true;
+            }
+        }
+        // SAFETY: as above (a freshly installed node or the original one).
+        let node = unsafe { current.deref() };
+        let records = node.records.keys.len();
+        let removed = node.records.removed.load(Ordering::Relaxed);
+        if node.buf.len() > 0 || (removed > 0 && removed as f64 >= records as f64 * c.tolerance) {
+            let compacted = self.compact(location, current, guard);
+            Counters::bump(&self.counters.compactions);
+            return (compacted, true, false);
+        }
+        (node, acted, false)
+    }
+
+    /// Model split or merge to `count` models: a new node over the same
+    /// records and delta, swapped in; no barrier is needed because both
+    /// nodes see the same data and the same (shared) frozen flag.
+    fn resize_models(
+        &self,
+        location: &Atomic<Group<K>>,
+        shared: GroupPtr<K>,
+        count: usize,
+        guard: &'static Guard,
+    ) -> GroupPtr<K> {
+        // SAFETY: reachable from the current root.
+        let group = unsafe { shared.deref() };
+        let models = fit_models(&group.records.keys, count);
+        self.install_models(location, shared, models, guard)
+    }
+
+    fn install_models(
+        &self,
+        location: &Atomic<Group<K>>,
+        shared: GroupPtr<K>,
+        models: Box<[crate::group::SubModel<K>]>,
+        guard: &'static Guard,
+    ) -> GroupPtr<K> {
+        // SAFETY: reachable from the current root.
+        let group = unsafe { shared.deref() };
+        let node = group.sharing(group.pivot.clone(), models);
+        node.next
+            .store(group.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
+        let node = Owned::new(node).into_shared(guard);
+        location.store(node, Ordering::Release);
+        // SAFETY: just unlinked from its only location.
+        unsafe { retire(shared) };
+        node
+    }
+
+    /// Two-Phase Compaction (Algorithm 3). Returns the new group.
+    fn compact(
+        &self,
+        location: &Atomic<Group<K>>,
+        shared: GroupPtr<K>,
+        guard: &'static Guard,
+    ) -> &'static Group<K> {
+        // SAFETY: reachable from the current root.
+        let old = unsafe { shared.deref() };
+        // Merge phase. Freeze, then wait until every writer that saw `buf`
+        // unfrozen has finished: from here on `buf` only gets in-place
+        // updates and the array and `buf` can be referenced record by record.
+        old.buf.freeze();
+        self.hooks.fire(Phase::Frozen);
+        synchronize();
+        let tmp = Arc::new(Delta::new());
+        let tmp = Arc::clone(old.tmp.get_or_init(|| tmp));
+        let merged = live_records(old, guard);
+        // SAFETY: the targets live in `old`'s array and delta, and `old` is
+        // retired only after the copy phase, with `defer_destroy`.
+        let new = unsafe { Group::from_pointers(old.pivot.clone(), merged, old.models.len(), tmp) };
+        new.next
+            .store(old.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
+        let new = Owned::new(new).into_shared(guard);
+        self.hooks.fire(Phase::Merged);
+        location.store(new, Ordering::Release);
+        self.hooks.fire(Phase::Installed);
+        // SAFETY: just built and installed; only this pass retires it.
+        let new = unsafe { new.deref() };
+        self.copy_phase(&[new]);
+        // SAFETY: unlinked above; the copy phase no longer needs it.
+        unsafe { retire(shared) };
+        new
+    }
+
+    /// Copy phase: after a barrier (no operation still uses the replaced
+    /// nodes, so every writer of a pointed-to record now goes through the
+    /// new record's lock) replace each pointer with its current value.
+    fn copy_phase(&self, groups: &[&Group<K>]) {
+        synchronize();
+        for group in groups {
+            for cell in group.records.cells.iter() {
+                cell.resolve_pointer();
+            }
+        }
+        self.hooks.fire(Phase::Copied);
+    }
+
+    /// Group split (Algorithm 4). Returns the right half, or `None` when the
+    /// group has fewer than two keys to split between.
+    fn split_group(
+        &self,
+        location: &Atomic<Group<K>>,
+        shared: GroupPtr<K>,
+        guard: &'static Guard,
+    ) -> Option<&'static Group<K>> {
+        // SAFETY: reachable from the current root.
+        let old = unsafe { shared.deref() };
+        let split_key = median_key(old)?;
+        let after = old.next.load(Ordering::Acquire, guard);
+
+        // Step 1: two logical groups over the shared data, the right one
+        // reached through `next` until the root is updated.
+        let right = old.sharing(
+            Some(split_key.clone()),
+            old.models.iter().cloned().collect(),
+        );
+        right.next.store(after, Ordering::Relaxed);
+        let right = Owned::new(right).into_shared(guard);
+        let left = old.sharing(old.pivot.clone(), old.models.iter().cloned().collect());
+        left.next.store(right, Ordering::Relaxed);
+        let left = Owned::new(left).into_shared(guard);
+        location.store(left, Ordering::Release);
+        old.buf.freeze();
+        self.hooks.fire(Phase::Frozen);
+        synchronize();
+        let (left_tmp, right_tmp) = (Arc::new(Delta::new()), Arc::new(Delta::new()));
+        // SAFETY: built above, retired only at the end of this function.
+        let (left_ref, right_ref) = unsafe { (left.deref(), right.deref()) };
+        let left_tmp = Arc::clone(left_ref.tmp.get_or_init(|| left_tmp));
+        let right_tmp = Arc::clone(right_ref.tmp.get_or_init(|| right_tmp));
+
+        // Step 2.1, merge phase: one merged array cut at the split key.
+        let mut merged = live_records(old, guard);
+        let cut = merged.partition_point(|(k, _)| k < &split_key);
+        let upper = merged.split_off(cut);
+        let models = old.models.len();
+        // SAFETY: the targets live in `old`, retired after the copy phase.
+        let (ga, gb) = unsafe {
+            (
+                Group::from_pointers(old.pivot.clone(), merged, models, left_tmp),
+                Group::from_pointers(Some(split_key), upper, models, right_tmp),
+            )
+        };
+        gb.next.store(after, Ordering::Relaxed);
+        let gb = Owned::new(gb).into_shared(guard);
+        ga.next.store(gb, Ordering::Relaxed);
+        let ga = Owned::new(ga).into_shared(guard);
+        self.hooks.fire(Phase::Merged);
+        location.store(ga, Ordering::Release);
+        self.hooks.fire(Phase::Installed);
+        // Step 2.2, copy phase.
+        // SAFETY: just built and installed; only this pass retires them.
+        let (ga, gb) = unsafe { (ga.deref(), gb.deref()) };
+        self.copy_phase(&[ga, gb]);
+        // SAFETY: all three are unlinked: `old` and `left` were replaced at
+        // `location`, and `right` was reachable only through `left`.
+        unsafe {
+            retire(shared);
+            retire(left);
+            retire(right);
+        }
+        Counters::bump(&self.counters.group_splits);
+        Some(gb)
+    }
+
+    /// Group merge of flat neighbours (Table 2 row e), at most once per
+    /// group per pass. Returns whether any merge happened.
+    fn merge_neighbours(&self, root: &'static Root<K>, guard: &'static Guard) -> bool {
+        let c = &self.config;
+        let mergeable = |g: &Group<K>| {
+            g.models.len() == 1
+                && g.max_error() <= c.merge_error()
+                && g.buf.len() <= c.merge_delta()
+                && g.next.load(Ordering::Acquire, guard).is_null()
+        };
+        let mut merged_any = false;
+        let mut i = 0;
+        while i + 1 < root.slots.len() {
+            let (a, b) = (
+                root.slots[i].load(Ordering::Acquire, guard),
+                root.slots[i + 1].load(Ordering::Acquire, guard),
+            );
+            // SAFETY: reachable from the current root.
+            let pair = unsafe { a.as_ref().zip(b.as_ref()) };
+            match pair {
+                Some((ga, gb))
+                    if mergeable(ga) && mergeable(gb) && merged_fits(ga, gb, c.error_bound) =>
+                {
+                    self.merge_pair(&root.slots[i], &root.slots[i + 1], a, b, guard);
+                    merged_any = true;
+                    i += 2;
+                }
+                _ => i += 1,
+            }
+        }
+        merged_any
+    }
+
+    /// Merges the groups in two neighbouring slots into the first slot and
+    /// empties the second, with one shared temporary delta.
+    fn merge_pair(
+        &self,
+        first: &Atomic<Group<K>>,
+        second: &Atomic<Group<K>>,
+        a: GroupPtr<K>,
+        b: GroupPtr<K>,
+        guard: &'static Guard,
+    ) {
+        // SAFETY: reachable from the current root.
+        let (ga, gb) = unsafe { (a.deref(), b.deref()) };
+        ga.buf.freeze();
+        gb.buf.freeze();
+        self.hooks.fire(Phase::Frozen);
+        synchronize();
+        let shared_tmp = Arc::new(Delta::new());
+        let tmp_a = Arc::clone(ga.tmp.get_or_init(|| Arc::clone(&shared_tmp)));
+        let tmp_b = Arc::clone(gb.tmp.get_or_init(|| shared_tmp));
+        debug_assert!(Arc::ptr_eq(&tmp_a, &tmp_b));
+        let mut merged = live_records(ga, guard);
+        merged.extend(live_records(gb, guard));
+        // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
+        let m = unsafe { Group::from_pointers(ga.pivot.clone(), merged, 1, tmp_a) };
+        let m = Owned::new(m).into_shared(guard);
+        self.hooks.fire(Phase::Merged);
+        // Install the merged group before emptying the second slot, so a
+        // reader routed to either slot always finds a group holding its key.
+        first.store(m, Ordering::Release);
+        second.store(Shared::null(), Ordering::Release);
+        self.hooks.fire(Phase::Installed);
+        // SAFETY: just built and installed.
+        self.copy_phase(&[unsafe { m.deref() }]);
+        // SAFETY: both were unlinked from their only locations above.
+        unsafe {
+            retire(a);
+            retire(b);
+        }
+        Counters::bump(&self.counters.group_merges);
+    }
+
+    /// Root update: a new root over every group in key order (flattening
+    /// `next` links and dropping merged-away slots), with the RMI retrained.
+    fn update_root(&self, guard: &'static Guard) {
+        let old = self.root.load(Ordering::Acquire, guard);
+        // SAFETY: never null; only this locked code retires roots.
+        let old_root = unsafe { old.deref() };
+        let mut groups: Vec<GroupPtr<K>> = Vec::new();
+        for slot in old_root.slots.iter() {
+            let mut group = slot.load(Ordering::Acquire, guard);
+            // SAFETY: reachable from the current root.
+            while let Some(g) = unsafe { group.as_ref() } {
+                groups.push(group);
+                group = g.next.load(Ordering::Acquire, guard);
+            }
+        }
+        let c = &self.config;
+        let root = Root::new(
+            groups.clone(),
+            old_root.leaf_count(),
+            c.max_root_models,
+            c.error_bound,
+            c.merge_error(),
+        );
+        self.root.store(Owned::new(root), Ordering::Release);
+        // Readers still on the old root may need `next` links to reach the
+        // groups it does not index; once they are gone, cut the links so
+        // every group has exactly one location again.
+        synchronize();
+        for g in &groups {
+            // SAFETY: reachable from the new root.
+            unsafe { g.deref() }
+                .next
+                .store(Shared::null(), Ordering::Release);
+        }
+        // SAFETY: unlinked by the store above; dropping a root frees only
+        // its own arrays, never the groups.
+        unsafe { retire(old) };
+        Counters::bump(&self.counters.root_updates);
+    }
+}
+
+/// The middle key of the group's array and delta (removed records
+/// included; they only shift the cut slightly), if it is above the
+/// smallest key so both halves are non-empty in key range.
+fn median_key<K: Key>(group: &Group<K>) -> Option<K> {
+    // `buf` is not frozen yet: walk it under a real pin while writers insert.
+    let guard = epoch::pin();
+    let mut keys: Vec<&K> = group.records.keys.iter().collect();
+    keys.extend(group.buf.iter(&guard).map(|(k, _)| k));
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.len() < 2 {
+        return None;
+    }
+    Some(keys[keys.len() / 2].clone())
+}
+
+/// Whether one linear model over both groups' arrays stays within `bound`.
+fn merged_fits<K: Key>(a: &Group<K>, b: &Group<K>, bound: usize) -> bool {
+    let keys: Vec<K> = a
+        .records
+        .keys
+        .iter()
+        .chain(b.records.keys.iter())
+        .cloned()
+        .collect();
+    fit_least_squares(&keys).is_ok_and(|f| f.max_error <= bound)
+}

@@ -1,0 +1,315 @@
+//! The root node (paper Algorithm 1, `root_t`): group pivots, one slot per
+//! group, and a two-stage RMI of linear models predicting a key's slot.
+//!
+//! A root is immutable except for its slots, which maintenance overwrites
+//! when it replaces a group (compaction, model and group split/merge). A
+//! root update builds a new root from the current chain of groups and
+//! swaps the global pointer. Slots merged away hold null and are skipped.
+
+use std::sync::atomic::Ordering;
+
+use crossbeam_epoch::{Atomic, Guard, Shared};
+use lidx_core::Key;
+use lidx_core::model::linear::fit_least_squares;
+use lidx_core::model::{LinearModel, round_clamp};
+use lidx_core::search::upper_bound_within;
+
+use crate::group::Group;
+
+/// One second-stage model: predicts a pivot position, with its exact error.
+struct Leaf<K> {
+    model: LinearModel<K>,
+    max_error: usize,
+}
+
+/// A two-stage RMI over the sorted pivots.
+struct Rmi<K> {
+    stage1: LinearModel<K>,
+    leaves: Box<[Leaf<K>]>,
+}
+
+impl<K: Key> Rmi<K> {
+    fn fit(pivots: &[K], leaf_count: usize) -> Self {
+        let n = pivots.len();
+        let leaf_count = leaf_count.clamp(1, n.max(1));
+        let base = match fit_least_squares(pivots) {
+            Ok(f) => f.model,
+            // Pivots are strictly sorted by construction; a flat model only
+            // costs search time (every search verifies its window).
+            Err(_) => LinearModel::constant(pivots[0].clone(), 0.0),
+        };
+        let scale = leaf_count as f64 / n.max(1) as f64;
+        let stage1 = LinearModel::new(base.origin, base.slope * scale, base.intercept * scale);
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); leaf_count];
+        for (i, p) in pivots.iter().enumerate() {
+            members[round_clamp(
+                stage1.predict_offset(p.offset_from(&stage1.origin)),
+                leaf_count,
+            )]
+            .push(i);
+        }
+        let mut before = 0usize;
+        let leaves = members
+            .iter()
+            .map(|idx| {
+                let leaf = Self::fit_leaf(pivots, idx, before);
+                before += idx.len();
+                leaf
+            })
+            .collect();
+        Rmi { stage1, leaves }
+    }
+
+    /// A leaf over the pivots at `idx` (ascending); `before` is the number
+    /// of pivots routed to earlier leaves, the best guess for an empty leaf.
+    fn fit_leaf(pivots: &[K], idx: &[usize], before: usize) -> Leaf<K> {
+        let Some(&first) = idx.first() else {
+            let origin = pivots[before.min(pivots.len() - 1)].clone();
+            return Leaf {
+                model: LinearModel::constant(origin, before as f64),
+                max_error: 0,
+            };
+        };
+        let keys: Vec<K> = idx.iter().map(|&i| pivots[i].clone()).collect();
+        let model = match fit_least_squares(&keys) {
+            // The stage-1 model is monotone, so a leaf's pivots are
+            // contiguous and local position j is global position first + j.
+            Ok(f) => LinearModel::new(
+                f.model.origin,
+                f.model.slope,
+                f.model.intercept + first as f64,
+            ),
+            Err(_) => LinearModel::constant(pivots[first].clone(), first as f64),
+        };
+        let max_error = idx
+            .iter()
+            .map(|&i| {
+                round_clamp(
+                    model.predict_offset(pivots[i].offset_from(&model.origin)),
+                    pivots.len(),
+                )
+                .abs_diff(i)
+            })
+            .max()
+            .unwrap_or(0);
+        Leaf { model, max_error }
+    }
+
+    fn mean_error(&self) -> f64 {
+        let total: usize = self.leaves.iter().map(|l| l.max_error).sum();
+        total as f64 / self.leaves.len() as f64
+    }
+
+    /// Number of pivots `<= key`.
+    #[inline]
+    fn slot(&self, pivots: &[K], key: &K) -> usize {
+        let leaf = round_clamp(
+            self.stage1
+                .predict_offset(key.offset_from(&self.stage1.origin)),
+            self.leaves.len(),
+        );
+        let leaf = &self.leaves[leaf];
+        let predicted = round_clamp(
+            leaf.model
+                .predict_offset(key.offset_from(&leaf.model.origin)),
+            pivots.len(),
+        );
+        upper_bound_within(pivots, key, predicted, leaf.max_error)
+    }
+}
+
+/// The root node.
+pub(crate) struct Root<K> {
+    /// `pivots[j]` is the pivot of `slots[j + 1]`; slot 0 takes every key
+    /// below `pivots[0]`.
+    pivots: Box<[K]>,
+    /// Group pointers. Not owned: groups are freed by maintenance (retire)
+    /// or by the index's `Drop`, never by dropping a root.
+    pub(crate) slots: Box<[Atomic<Group<K>>]>,
+    rmi: Option<Rmi<K>>,
+}
+
+impl<K: Key> Root<K> {
+    /// A root over `groups` in key order (the first one's pivot is ignored,
+    /// every other group must have one), with an RMI of about `leaf_count`
+    /// leaves adapted as in §3.3: more leaves while the mean leaf error
+    /// exceeds `error_bound`, fewer while it stays within `merge_error`.
+    pub(crate) fn new(
+        groups: Vec<Shared<'_, Group<K>>>,
+        leaf_count: usize,
+        max_leaves: usize,
+        error_bound: usize,
+        merge_error: usize,
+    ) -> Self {
+        let pivots: Vec<K> = groups[1..]
+            .iter()
+            .filter_map(|g| {
+                // SAFETY: callers pass groups reachable from the current root
+                // (or freshly built), which are alive while they hold them.
+                unsafe { g.deref() }.pivot.clone()
+            })
+            .collect();
+        debug_assert_eq!(
+            pivots.len() + 1,
+            groups.len(),
+            "non-first group without a pivot"
+        );
+        let rmi = (!pivots.is_empty()).then(|| {
+            let max_leaves = max_leaves.clamp(1, pivots.len());
+            let mut count = leaf_count.clamp(1, max_leaves);
+            let mut rmi = Rmi::fit(&pivots, count);
+            while rmi.mean_error() > error_bound as f64 && count < max_leaves {
+                count = (count * 2).min(max_leaves);
+                rmi = Rmi::fit(&pivots, count);
+            }
+            if count > 1 && rmi.mean_error() <= merge_error as f64 {
+                let fewer = Rmi::fit(&pivots, count / 2);
+                if fewer.mean_error() <= error_bound as f64 {
+                    rmi = fewer;
+                }
+            }
+            rmi
+        });
+        Root {
+            pivots: pivots.into_boxed_slice(),
+            slots: groups.into_iter().map(Atomic::from).collect(),
+            rmi,
+        }
+    }
+
+    /// Number of second-stage models.
+    pub(crate) fn leaf_count(&self) -> usize {
+        self.rmi.as_ref().map_or(1, |r| r.leaves.len())
+    }
+
+    /// Worst second-stage error.
+    pub(crate) fn max_error(&self) -> usize {
+        self.rmi.as_ref().map_or(0, |r| {
+            r.leaves.iter().map(|l| l.max_error).max().unwrap_or(0)
+        })
+    }
+
+    /// The slot whose pivot range holds `key`.
+    #[inline]
+    fn slot_of(&self, key: &K) -> usize {
+        match &self.rmi {
+            Some(rmi) => rmi.slot(&self.pivots, key),
+            None => 0,
+        }
+    }
+
+    /// The group responsible for `key` (`get_group`): predicted slot, the
+    /// merged group before it if the slot was merged away, then `next`
+    /// links while their pivots are `<= key`.
+    #[inline]
+    pub(crate) fn route<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
+        let mut group = self.slot_group(self.slot_of(key), guard);
+        // SAFETY: `next` links are unlinked before their groups are
+        // reclaimed (with `defer_destroy`), and `guard` is pinned.
+        while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
+            match &next.pivot {
+                Some(p) if p <= key => group = next,
+                _ => break,
+            }
+        }
+        group
+    }
+
+    /// The group in `slot`, or in the nearest slot before it if merged away.
+    #[inline]
+    fn slot_group<'g>(&'g self, mut slot: usize, guard: &'g Guard) -> &'g Group<K> {
+        loop {
+            let shared = self.slots[slot].load(Ordering::Acquire, guard);
+            // SAFETY: groups reachable from a root are reclaimed only through
+            // `defer_destroy` after being unlinked, and `guard` was pinned
+            // before this root was loaded.
+            if let Some(group) = unsafe { shared.as_ref() } {
+                return group;
+            }
+            // Merged away: the group before it took over its range. Slot 0
+            // is never merged away, so this stops.
+            slot = slot.saturating_sub(1);
+        }
+    }
+
+    /// [`route`](Self::route) plus the exclusive upper end of the group's
+    /// key range (`None`: unbounded).
+    #[inline]
+    pub(crate) fn route_bounded<'g>(
+        &'g self,
+        key: &K,
+        guard: &'g Guard,
+    ) -> (&'g Group<K>, Option<&'g K>) {
+        self.locate(self.slot_of(key), Some(key), guard)
+    }
+
+    /// The leftmost group and the upper end of its key range.
+    pub(crate) fn route_first<'g>(&'g self, guard: &'g Guard) -> (&'g Group<K>, Option<&'g K>) {
+        self.locate(0, None, guard)
+    }
+
+    /// From the predicted slot: back over merged-away slots, then along
+    /// `next` links while their pivots are `<= key` (`None`: stay put).
+    #[inline]
+    fn locate<'g>(
+        &'g self,
+        predicted: usize,
+        key: Option<&K>,
+        guard: &'g Guard,
+    ) -> (&'g Group<K>, Option<&'g K>) {
+        let mut group = self.slot_group(predicted, guard);
+        loop {
+            // SAFETY: as above; `next` links are unlinked before reclamation.
+            let Some(next) = (unsafe { group.next.load(Ordering::Acquire, guard).as_ref() }) else {
+                break;
+            };
+            match (&next.pivot, key) {
+                (Some(p), Some(key)) if p <= key => group = next,
+                (pivot, _) => return (group, pivot.as_ref()),
+            }
+        }
+        let upper = (predicted..self.pivots.len())
+            .find(|&j| !self.slots[j + 1].load(Ordering::Acquire, guard).is_null())
+            .map(|j| &self.pivots[j]);
+        (group, upper)
+    }
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+    use crossbeam_epoch::{self as epoch, Owned};
+
+    fn groups_at<'g>(pivots: &[u64], guard: &'g Guard) -> Vec<Shared<'g, Group<u64>>> {
+        std::iter::once(None)
+            .chain(pivots.iter().map(|&p| Some(p)))
+            .map(|pivot| {
+                Owned::new(Group::from_values(pivot, vec![], vec![], 32, 1)).into_shared(guard)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn routes_every_key_to_the_last_pivot_not_above_it() {
+        let guard = epoch::pin();
+        let pivots: Vec<u64> = (1..500u64).map(|i| i * i * 7 + 1000).collect();
+        let groups = groups_at(&pivots, &guard);
+        for leaves in [1, 3, 64, 1000] {
+            let root = Root::new(groups.clone(), leaves, 1 << 16, 2, 0);
+            for probe in [0u64, 999, 1000, 1007, 1006, 50_000, u64::MAX]
+                .into_iter()
+                .chain(pivots.iter().copied())
+            {
+                let expect = pivots.partition_point(|p| *p <= probe);
+                let (g, upper) = root.route_bounded(&probe, &guard);
+                let want = groups[expect];
+                assert!(std::ptr::eq(g, want.as_raw()), "probe {probe}");
+                assert_eq!(upper, pivots.get(expect));
+            }
+        }
+        for g in groups {
+            // SAFETY (test): no other reference remains.
+            drop(unsafe { g.into_owned() });
+        }
+    }
+}

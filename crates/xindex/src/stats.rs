@@ -1,0 +1,60 @@
+//! Structural statistics reported by [`XIndex::stats`](crate::XIndex::stats).
+
+/// One group's shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Records in the sorted array (live or removed).
+    pub records: usize,
+    /// Array records removed since the array was built.
+    pub removed_records: usize,
+    /// Exact maximum error of each linear model, in model order.
+    pub error_bounds: Vec<usize>,
+    /// Keys in the delta index (live or removed).
+    pub delta_len: usize,
+    /// Whether the root does not index this group yet (reached by `next`).
+    pub linked_only: bool,
+}
+
+/// The index's shape and maintenance history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Live keys.
+    pub len: usize,
+    /// Groups, in key order.
+    pub groups: Vec<GroupStats>,
+    /// Second-stage models in the root RMI.
+    pub root_models: usize,
+    /// Worst error of a root second-stage model.
+    pub root_max_error: usize,
+    /// Two-Phase Compactions run (excluding those inside splits and merges).
+    pub compactions: u64,
+    /// Model splits.
+    pub model_splits: u64,
+    /// Model merges.
+    pub model_merges: u64,
+    /// Group splits.
+    pub group_splits: u64,
+    /// Group merges.
+    pub group_merges: u64,
+    /// Root updates.
+    pub root_updates: u64,
+    /// Maintenance passes completed.
+    pub maintenance_passes: u64,
+}
+
+impl Stats {
+    /// Number of groups.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Models per group, in key order.
+    pub fn models_per_group(&self) -> Vec<usize> {
+        self.groups.iter().map(|g| g.error_bounds.len()).collect()
+    }
+
+    /// Total keys waiting in delta indexes.
+    pub fn delta_total(&self) -> usize {
+        self.groups.iter().map(|g| g.delta_len).sum()
+    }
+}

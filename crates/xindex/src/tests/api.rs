@@ -1,0 +1,127 @@
+use std::ops::Bound;
+use std::time::Duration;
+
+use lidx_core::Error;
+
+use super::{settle, tiny_config};
+use crate::{Config, XIndex};
+
+fn assert_send_sync<T: Send + Sync>() {}
+
+#[test]
+fn is_send_and_sync() {
+    assert_send_sync::<XIndex<u64, u64>>();
+    assert_send_sync::<XIndex<Vec<u8>, i64>>();
+}
+
+#[test]
+fn bulk_load_rejects_bad_input_and_config() {
+    let unsorted = XIndex::<u64, u64>::bulk_load([(1, 1), (3, 3), (2, 2)], Config::default());
+    assert!(matches!(unsorted, Err(Error::Unsorted { index: 2 })));
+    let dup = XIndex::<u64, u64>::bulk_load([(1, 1), (1, 2)], Config::default());
+    assert!(matches!(dup, Err(Error::InvalidArgument(m)) if m.contains("duplicate")));
+    let bad = Config {
+        max_models: 0,
+        ..Config::default()
+    };
+    assert!(XIndex::<u64, u64>::new(bad).is_err());
+}
+
+#[test]
+fn empty_index_accepts_everything() {
+    let index = XIndex::<u64, u64>::new(tiny_config()).unwrap();
+    assert!(index.is_empty());
+    assert_eq!(index.get(&0), None);
+    assert_eq!(index.remove(&0), None);
+    // Quadratic keys: no single line fits them, so groups must split.
+    for k in (0..200u64).rev() {
+        assert_eq!(index.insert(4 * k * k, k), None);
+        if k % 7 == 0 {
+            index.maintain_now();
+        }
+    }
+    settle(&index);
+    assert_eq!(index.len(), 200);
+    for k in 0..200u64 {
+        assert_eq!(index.get(&(4 * k * k)), Some(k));
+        assert_eq!(index.get(&(4 * k * k + 1)), None);
+    }
+    let stats = index.stats();
+    assert!(stats.group_count() > 1, "{stats:?}");
+    assert!(stats.group_splits > 0 && stats.root_updates > 0);
+    assert_eq!(
+        stats.delta_total(),
+        0,
+        "a quiescent pass compacts every delta"
+    );
+}
+
+#[test]
+fn range_bounds_and_scan() {
+    let index = XIndex::bulk_load((0..100u64).map(|k| (k * 10, k)), tiny_config()).unwrap();
+    index.insert(55, 1000);
+    index.remove(&60);
+    let keys = |it: crate::Range<'_, u64, u64>| it.map(|(k, _)| k).collect::<Vec<_>>();
+    assert_eq!(keys(index.range(40..70)), vec![40, 50, 55]);
+    assert_eq!(keys(index.range(40..=70)), vec![40, 50, 55, 70]);
+    assert_eq!(
+        keys(index.range((Bound::Excluded(40), Bound::Included(55)))),
+        vec![50, 55]
+    );
+    assert_eq!(index.range(..).count(), 100);
+    assert_eq!(keys(index.range(985..)), vec![990]);
+    assert_eq!(index.range(2000..).next(), None);
+    let mut out = Vec::new();
+    index.scan(&51, 3, &mut out);
+    assert_eq!(out, vec![(55, 1000), (70, 7), (80, 8)]);
+    out.clear();
+    index.scan(&0, 0, &mut out);
+    assert!(out.is_empty());
+    index.scan(&985, 10, &mut out);
+    assert_eq!(out, vec![(990, 99)]);
+}
+
+#[test]
+fn byte_string_keys_and_signed_values() {
+    let keys: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| format!("user{i:05}").into_bytes())
+        .collect();
+    let index = XIndex::bulk_load(
+        keys.iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, k)| (k, -(i as i64))),
+        tiny_config(),
+    )
+    .unwrap();
+    assert_eq!(index.insert(b"user00010a".to_vec(), 5), None);
+    assert_eq!(index.remove(&b"user00020".to_vec()), Some(-20));
+    settle(&index);
+    assert_eq!(index.get(&b"user00010a".to_vec()), Some(5));
+    assert_eq!(index.get(&b"user00299".to_vec()), Some(-299));
+    assert_eq!(index.get(&b"user00020".to_vec()), None);
+    let all: Vec<Vec<u8>> = index.range(..).map(|(k, _)| k).collect();
+    assert_eq!(all.len(), 300);
+    assert!(all.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn background_thread_compacts_and_stops_on_drop() {
+    let config = Config {
+        maintenance_interval: Some(Duration::from_millis(1)),
+        ..tiny_config()
+    };
+    let index = XIndex::<u64, u64>::new(config).unwrap();
+    for k in 0..100 {
+        index.insert(k, k);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stats = index.stats();
+    assert_eq!(stats.delta_total(), 0, "{stats:?}");
+    assert!(stats.maintenance_passes > 0);
+    // Dropping stops and joins the thread (a hang here fails the suite).
+    drop(index);
+}

@@ -1,0 +1,242 @@
+//! Linearizability of small random concurrent histories, checked per key
+//! against a register model (get / put-returning-previous /
+//! remove-returning-previous). Linearizability is local, so checking each
+//! key's sub-history separately checks the whole history.
+//!
+//! Each run: three threads issue five operations each on three keys while
+//! a fourth thread inserts and removes other keys and runs maintenance
+//! passes with tiny thresholds, so compactions, splits and merges overlap
+//! the recorded operations.
+
+use std::collections::HashSet;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::tiny_config;
+use crate::XIndex;
+
+const RUNS: u64 = 2000;
+const THREADS: u64 = 3;
+const OPS_PER_THREAD: u64 = 5;
+const KEYS: [u64; 3] = [40, 41, 93];
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Call {
+    Get,
+    Put(u64),
+    Remove,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    key: u64,
+    call: Call,
+    result: Option<u64>,
+    invoked: u64,
+    returned: u64,
+}
+
+/// Whether `events` (one key) have a linearization from `initial`:
+/// Wing & Gong's search over minimal operations, memoised on
+/// (done set, register value).
+fn linearizable(initial: Option<u64>, events: &[Event]) -> bool {
+    fn search(
+        events: &[Event],
+        done: u32,
+        state: Option<u64>,
+        seen: &mut HashSet<(u32, Option<u64>)>,
+    ) -> bool {
+        if done.count_ones() as usize == events.len() {
+            return true;
+        }
+        if !seen.insert((done, state)) {
+            return false;
+        }
+        let pending = || (0..events.len()).filter(move |i| done & (1 << i) == 0);
+        let first_return = pending()
+            .map(|i| events[i].returned)
+            .min()
+            .unwrap_or(u64::MAX);
+        for i in pending() {
+            let e = &events[i];
+            // Only operations invoked before every pending one returned can
+            // take effect next.
+            if e.invoked > first_return || e.result != state {
+                continue;
+            }
+            let next = match e.call {
+                Call::Get => state,
+                Call::Put(v) => Some(v),
+                Call::Remove => None,
+            };
+            if search(events, done | (1 << i), next, seen) {
+                return true;
+            }
+        }
+        false
+    }
+    search(events, 0, initial, &mut HashSet::new())
+}
+
+#[test]
+fn checker_rejects_a_stale_read() {
+    let put = |v, result, invoked, returned| Event {
+        key: 0,
+        call: Call::Put(v),
+        result,
+        invoked,
+        returned,
+    };
+    let get = |result, invoked, returned| Event {
+        key: 0,
+        call: Call::Get,
+        result,
+        invoked,
+        returned,
+    };
+    // put(1) returns before get starts, yet get sees nothing.
+    assert!(!linearizable(None, &[put(1, None, 0, 1), get(None, 2, 3)]));
+    // Overlapping: either order is allowed.
+    assert!(linearizable(None, &[put(1, None, 0, 3), get(None, 1, 2)]));
+    assert!(linearizable(
+        None,
+        &[put(1, None, 0, 3), get(Some(1), 1, 2)]
+    ));
+    // Two puts both claiming the key was absent cannot both be right in
+    // sequence.
+    assert!(!linearizable(
+        None,
+        &[put(1, None, 0, 1), put(2, None, 2, 3)]
+    ));
+}
+
+fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
+    let mut rng = ChaCha8Rng::seed_from_u64(run);
+    // Background keys so groups exist around the checked ones; the checked
+    // keys start present or absent at random.
+    let mut initial: Vec<(u64, u64)> = (0..48u64).map(|k| (k * 4 + 2, k)).collect();
+    for &k in &KEYS {
+        if rng.random_bool(0.5) {
+            initial.push((k, 1_000_000 + k));
+        }
+    }
+    initial.sort_unstable();
+    let index = XIndex::bulk_load(initial.iter().copied(), tiny_config()).unwrap();
+    let start = Barrier::new(THREADS as usize + 1);
+    let done = AtomicBool::new(false);
+    let mut events: Vec<Event> = Vec::new();
+    std::thread::scope(|s| {
+        let index = &index;
+        let start = &start;
+        let done = &done;
+        s.spawn(move || {
+            let mut rng = ChaCha8Rng::seed_from_u64(run ^ 0xabcdef);
+            start.wait();
+            while !done.load(Ordering::Relaxed) {
+                for _ in 0..4 {
+                    let noise = rng.random_range(0..200u64) * 4 + 3;
+                    if rng.random_bool(0.6) {
+                        index.insert(noise, noise);
+                    } else {
+                        index.remove(&noise);
+                    }
+                }
+                index.maintain_now();
+            }
+        });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut rng = ChaCha8Rng::seed_from_u64(run * 31 + t);
+                    let mut mine = Vec::new();
+                    start.wait();
+                    for i in 0..OPS_PER_THREAD {
+                        for _ in 0..rng.random_range(0..3000) {
+                            std::hint::spin_loop();
+                        }
+                        let key = KEYS[rng.random_range(0..KEYS.len())];
+                        let call = match rng.random_range(0..3) {
+                            0 => Call::Get,
+                            1 => Call::Put((t + 1) * 100 + i),
+                            _ => Call::Remove,
+                        };
+                        let invoked = clock.fetch_add(1, Ordering::SeqCst);
+                        let result = match call {
+                            Call::Get => index.get(&key),
+                            Call::Put(v) => index.insert(key, v),
+                            Call::Remove => index.remove(&key),
+                        };
+                        let returned = clock.fetch_add(1, Ordering::SeqCst);
+                        mine.push(Event {
+                            key,
+                            call,
+                            result,
+                            invoked,
+                            returned,
+                        });
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for w in workers {
+            events.extend(w.join().unwrap());
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    // Ops on the checked keys must have been the only changes to them.
+    for &k in &KEYS {
+        let last = events
+            .iter()
+            .filter(|e| e.key == k)
+            .max_by_key(|e| e.returned);
+        if last.is_none() {
+            let expected = initial.iter().find(|p| p.0 == k).map(|p| p.1);
+            assert_eq!(index.get(&k), expected);
+        }
+    }
+    let initial_of = |k: u64| initial.iter().find(|p| p.0 == k).map(|p| p.1);
+    for &k in &KEYS {
+        let mine: Vec<Event> = events.iter().filter(|e| e.key == k).copied().collect();
+        // Append the final state as a get that starts after everything.
+        let mut with_final = mine.clone();
+        let after = clock.fetch_add(2, Ordering::SeqCst);
+        with_final.push(Event {
+            key: k,
+            call: Call::Get,
+            result: index.get(&k),
+            invoked: after,
+            returned: after + 1,
+        });
+        assert!(
+            linearizable(initial_of(k), &with_final),
+            "run {run}, key {k}: not linearizable from {:?}: {with_final:#?}",
+            initial_of(k)
+        );
+    }
+    events
+}
+
+#[test]
+fn random_small_histories_are_linearizable() {
+    let clock = AtomicU64::new(0);
+    let mut overlapping = 0u64;
+    for run in 0..RUNS {
+        let events = one_run(run, &clock);
+        // Count runs where some operations really overlapped in time.
+        if events.iter().any(|a| {
+            events
+                .iter()
+                .any(|b| a.invoked < b.invoked && b.invoked < a.returned)
+        }) {
+            overlapping += 1;
+        }
+    }
+    assert!(
+        overlapping > RUNS / 10,
+        "only {overlapping} of {RUNS} runs had concurrent operations"
+    );
+}

@@ -1,0 +1,170 @@
+//! The paper's Fig. 2 lost-update interleaving, driven step by step with
+//! the phase hooks: an update to a record the merge phase has already
+//! referenced, an update through a pointer before the copy phase, and a
+//! straggler still writing the old array while the copy phase waits.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_epoch as epoch;
+
+use crate::hooks::Phase;
+use crate::inner::{Attempt, try_put};
+use crate::{Config, XIndex};
+
+/// Installs a hook that reports each phase and waits for a go-ahead.
+fn stepper(index: &XIndex<u64, u64>) -> (Receiver<Phase>, Sender<()>) {
+    let (phase_tx, phase_rx) = channel();
+    let (go_tx, go_rx) = channel::<()>();
+    let (phase_tx, go_rx) = (Mutex::new(phase_tx), Mutex::new(go_rx));
+    index.inner().hooks.set(Some(Arc::new(move |phase| {
+        phase_tx.lock().unwrap().send(phase).unwrap();
+        go_rx.lock().unwrap().recv().unwrap();
+    })));
+    (phase_rx, go_tx)
+}
+
+fn index_needing_compaction() -> XIndex<u64, u64> {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..32u64).map(|k| (k, k)), config).unwrap();
+    // One delta record: the next pass compacts this (only) group.
+    index.insert(1000, 1);
+    index
+}
+
+#[test]
+fn update_after_merge_phase_is_not_lost() {
+    let index = index_needing_compaction();
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        go.send(()).unwrap();
+        // (1) the merge phase has "copied" record 5 into the new array.
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        {
+            // The old group is still installed: its array holds the value.
+            let guard = epoch::pin();
+            let group = index.inner().root(&guard).route(&5, &guard);
+            let cell = &group.records.cells[group.find(&5).unwrap()];
+            assert!(!cell.is_pointer());
+        }
+        // (2) op1 updates record 5 in the old array.
+        assert_eq!(index.insert(5, 500), Some(5));
+        go.send(()).unwrap();
+        // (3) the compaction finishes.
+        for expected in [Phase::Installed, Phase::Copied] {
+            assert_eq!(phases.recv().unwrap(), expected);
+            go.send(()).unwrap();
+        }
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+    assert_eq!(
+        index.get(&5),
+        Some(500),
+        "the in-place update survived compaction"
+    );
+    assert_eq!(index.get(&1000), Some(1));
+    assert_eq!(index.stats().compactions, 1);
+}
+
+#[test]
+fn pointer_writes_and_stragglers_survive_the_copy_phase() {
+    let index = index_needing_compaction();
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        // A straggler routes to the old group and stays pinned on it.
+        let straggler_guard = epoch::pin();
+        let old = index
+            .inner()
+            .root(&straggler_guard)
+            .route(&7, &straggler_guard);
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Installed);
+        {
+            // New operations see the new group, whose records still point
+            // at the old ones.
+            let guard = epoch::pin();
+            let new = index.inner().root(&guard).route(&6, &guard);
+            assert!(!std::ptr::eq(new, old));
+            assert!(new.records.cells[new.find(&6).unwrap()].is_pointer());
+        }
+        assert_eq!(index.insert(6, 600), Some(6), "written through the pointer");
+        assert_eq!(index.remove(&8), Some(8), "removed through the pointer");
+        go.send(()).unwrap();
+        // The copy phase's barrier must wait for the pinned straggler.
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            phases.try_recv().is_err(),
+            "copy phase ran while a straggler was pinned"
+        );
+        match try_put(old, &7, 700, &straggler_guard) {
+            Attempt::Done(previous) => assert_eq!(previous, Some(7)),
+            Attempt::Retry => panic!("an existing array record is always updatable"),
+        }
+        drop(straggler_guard);
+        assert_eq!(phases.recv().unwrap(), Phase::Copied);
+        go.send(()).unwrap();
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+    assert_eq!(index.get(&6), Some(600));
+    assert_eq!(
+        index.get(&7),
+        Some(700),
+        "the straggler's in-place update survived"
+    );
+    assert_eq!(index.get(&8), None);
+    assert_eq!(index.len(), 32);
+    // Resolved: the records no longer point anywhere.
+    let guard = epoch::pin();
+    let group = index.inner().root(&guard).route(&7, &guard);
+    assert!(group.records.cells.iter().all(|c| !c.is_pointer()));
+}
+
+#[test]
+fn inserts_during_compaction_go_to_the_temporary_delta() {
+    let index = index_needing_compaction();
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        // `buf` is frozen but `tmp_buf` not allocated: an insert must wait
+        // (it retries) until the barrier has passed.
+        let writer = s.spawn(|| index.insert(2000, 2));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !writer.is_finished(),
+            "insert must not enter a frozen delta"
+        );
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        assert_eq!(writer.join().unwrap(), None);
+        // The frozen delta's record is still updatable in place.
+        assert_eq!(index.insert(1000, 3), Some(1));
+        go.send(()).unwrap();
+        for expected in [Phase::Installed, Phase::Copied] {
+            assert_eq!(phases.recv().unwrap(), expected);
+            go.send(()).unwrap();
+        }
+        pass.join().unwrap();
+    });
+    index.inner().hooks.set(None);
+    assert_eq!(index.get(&2000), Some(2));
+    assert_eq!(index.get(&1000), Some(3));
+    let stats = index.stats();
+    assert_eq!(
+        stats.groups[0].delta_len, 1,
+        "the insert sits in the new group's delta"
+    );
+    assert_eq!(stats.groups[0].records, 33);
+}

@@ -1,0 +1,37 @@
+//! Crate-level tests: API behaviour, a `BTreeMap` oracle, concurrency
+//! stress, a linearizability checker, the paper's lost-update interleaving
+//! and a distribution shift. Unit tests of single modules live beside them.
+
+mod api;
+mod linearizability;
+mod lost_update;
+mod oracle;
+mod shift;
+mod stress;
+
+use crate::Config;
+
+/// Thresholds so small that every few operations trigger compaction,
+/// model and group splits and merges; no background thread.
+pub(crate) fn tiny_config() -> Config {
+    Config {
+        error_bound: 1,
+        delta_threshold: 3,
+        tolerance: 0.5,
+        max_models: 2,
+        initial_group_size: 8,
+        max_root_models: 4,
+        maintenance_interval: None,
+    }
+}
+
+/// Runs maintenance until a pass changes nothing (bounded, so an
+/// oscillating policy fails the test instead of hanging it).
+pub(crate) fn settle<K: lidx_core::Key, V: crate::Value>(index: &crate::XIndex<K, V>) {
+    for _ in 0..200 {
+        if !index.maintain_now() {
+            return;
+        }
+    }
+    panic!("maintenance did not settle: {:?}", index.stats());
+}

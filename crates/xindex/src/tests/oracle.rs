@@ -1,0 +1,167 @@
+//! Random operation sequences checked step by step against `BTreeMap`,
+//! with maintenance interleaved often enough (tiny thresholds, explicit
+//! passes) that compactions, splits and merges happen between operations.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::{settle, tiny_config};
+use crate::{Config, XIndex};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Remove(u64),
+    Get(u64),
+    Scan(u64, usize),
+    Range(u64, u64),
+    Maintain,
+}
+
+fn op(key_space: u64) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0..key_space, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => (0..key_space).prop_map(Op::Remove),
+        3 => (0..key_space).prop_map(Op::Get),
+        1 => (0..key_space, 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
+        1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
+        2 => Just(Op::Maintain),
+    ]
+}
+
+fn initial(key_space: u64) -> impl Strategy<Value = BTreeMap<u64, u64>> {
+    proptest::collection::btree_map(0..key_space, any::<u64>(), 0..60)
+}
+
+fn run(
+    index: &XIndex<u64, u64>,
+    oracle: &mut BTreeMap<u64, u64>,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    for op in ops {
+        match *op {
+            Op::Insert(k, v) => {
+                prop_assert_eq!(index.insert(k, v), oracle.insert(k, v), "{:?}", op)
+            }
+            Op::Remove(k) => prop_assert_eq!(index.remove(&k), oracle.remove(&k), "{:?}", op),
+            Op::Get(k) => prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op),
+            Op::Scan(k, n) => {
+                let mut got = Vec::new();
+                index.scan(&k, n, &mut got);
+                let want: Vec<(u64, u64)> =
+                    oracle.range(k..).take(n).map(|(a, b)| (*a, *b)).collect();
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Range(a, b) => {
+                let got: Vec<(u64, u64)> = index
+                    .range((Bound::Excluded(a), Bound::Included(b)))
+                    .collect();
+                let want: Vec<(u64, u64)> = oracle
+                    .range((Bound::Excluded(a), Bound::Included(b)))
+                    .map(|(a, b)| (*a, *b))
+                    .collect();
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Maintain => {
+                index.maintain_now();
+            }
+        }
+        prop_assert_eq!(index.len(), oracle.len());
+    }
+    Ok(())
+}
+
+fn check_final(index: &XIndex<u64, u64>, oracle: &BTreeMap<u64, u64>) -> Result<(), TestCaseError> {
+    let all: Vec<(u64, u64)> = index.range(..).collect();
+    let want: Vec<(u64, u64)> = oracle.iter().map(|(a, b)| (*a, *b)).collect();
+    prop_assert_eq!(&all, &want);
+    settle(index);
+    let all: Vec<(u64, u64)> = index.range(..).collect();
+    prop_assert_eq!(all, want);
+    prop_assert_eq!(index.stats().delta_total(), 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    #[test]
+    fn matches_btreemap_with_explicit_maintenance(
+        start in initial(300),
+        ops in proptest::collection::vec(op(300), 1..250),
+    ) {
+        let index = XIndex::bulk_load(start.clone(), tiny_config()).unwrap();
+        let mut oracle = start;
+        run(&index, &mut oracle, &ops)?;
+        check_final(&index, &oracle)?;
+    }
+
+    #[test]
+    fn matches_btreemap_with_background_maintenance(
+        start in initial(200),
+        ops in proptest::collection::vec(op(200), 1..200),
+    ) {
+        // A 1 ms background thread races with the test thread's operations.
+        let config = Config { maintenance_interval: Some(Duration::from_millis(1)), ..tiny_config() };
+        let index = XIndex::bulk_load(start.clone(), config).unwrap();
+        let mut oracle = start;
+        run(&index, &mut oracle, &ops)?;
+        check_final(&index, &oracle)?;
+    }
+
+    #[test]
+    fn byte_keys_match_btreemap(
+        start in proptest::collection::btree_map(proptest::collection::vec(0u8..4, 0..5), any::<u64>(), 0..40),
+        ops in proptest::collection::vec(
+            (0u8..3, proptest::collection::vec(0u8..4, 0..5), any::<u64>()), 1..150),
+    ) {
+        let index = XIndex::bulk_load(start.clone(), tiny_config()).unwrap();
+        let mut oracle = start;
+        for (i, (kind, key, value)) in ops.into_iter().enumerate() {
+            match kind {
+                0 => prop_assert_eq!(index.insert(key.clone(), value), oracle.insert(key, value)),
+                1 => prop_assert_eq!(index.remove(&key), oracle.remove(&key)),
+                _ => prop_assert_eq!(index.get(&key), oracle.get(&key).copied()),
+            }
+            if i % 5 == 4 {
+                index.maintain_now();
+            }
+        }
+        let all: Vec<(Vec<u8>, u64)> = index.range(..).collect();
+        let want: Vec<(Vec<u8>, u64)> = oracle.into_iter().collect();
+        prop_assert_eq!(all, want);
+    }
+}
+
+/// The oracle's thresholds really do exercise every structural operation.
+#[test]
+fn tiny_thresholds_trigger_every_structural_operation() {
+    let index =
+        XIndex::<u64, u64>::bulk_load((0..64u64).map(|k| (k * k, k)), tiny_config()).unwrap();
+    let mut oracle: BTreeMap<u64, u64> = (0..64u64).map(|k| (k * k, k)).collect();
+    for round in 0..6u64 {
+        for k in 0..64u64 {
+            let key = k * k + round;
+            index.insert(key, round);
+            oracle.insert(key, round);
+        }
+        index.maintain_now();
+        for k in 0..64u64 {
+            let key = k * k + round;
+            assert_eq!(index.remove(&key), oracle.remove(&key));
+        }
+        index.maintain_now();
+    }
+    settle(&index);
+    let s = index.stats();
+    assert!(s.compactions > 0, "{s:?}");
+    assert!(s.group_splits > 0, "{s:?}");
+    assert!(s.group_merges > 0, "{s:?}");
+    assert!(s.model_splits > 0, "{s:?}");
+    assert!(s.root_updates > 0, "{s:?}");
+    let all: Vec<(u64, u64)> = index.range(..).collect();
+    assert_eq!(all, oracle.into_iter().collect::<Vec<_>>());
+}

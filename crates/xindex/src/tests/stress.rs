@@ -1,0 +1,210 @@
+//! Multi-threaded stress on overlapping keys while maintenance runs
+//! continuously, checked at the end against every thread's log.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::{Config, XIndex};
+
+const THREADS: u64 = 3;
+const OPS: u64 = 15_000;
+const SHARED_KEYS: u64 = 768;
+const PRIVATE_BASE: u64 = 100_000;
+const PRIVATE_KEYS: u64 = 512;
+const MIN_PASSES: u64 = 12;
+
+/// Values name their writer, sequence number and key, so any value read
+/// can be traced back to the one put that wrote it.
+fn encode(thread: u64, seq: u64, key: u64) -> u64 {
+    (thread << 56) | (seq << 20) | key
+}
+
+fn decode(value: u64) -> (u64, u64, u64) {
+    (
+        value >> 56,
+        (value >> 20) & ((1 << 36) - 1),
+        value & ((1 << 20) - 1),
+    )
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Put(u64),
+    Remove,
+    Get,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Logged {
+    seq: u64,
+    key: u64,
+    kind: Kind,
+    result: Option<u64>,
+}
+
+fn worker(index: &XIndex<u64, u64>, thread: u64) -> Vec<Logged> {
+    let mut rng = ChaCha8Rng::seed_from_u64(thread * 7919 + 1);
+    let mut private: BTreeMap<u64, u64> = BTreeMap::new();
+    let own_base = PRIVATE_BASE + thread * PRIVATE_KEYS * 4;
+    let mut log = Vec::new();
+    // Run at least OPS operations and until maintenance has made several
+    // passes under this load (bounded, in case the machine is starved).
+    let passes = |i: &XIndex<u64, u64>| i.inner().counters.passes.load(Ordering::Relaxed);
+    let enough = |seq: u64| seq >= OPS && (passes(index) >= MIN_PASSES || seq >= OPS * 20);
+    for seq in 0.. {
+        if enough(seq) {
+            break;
+        }
+        let roll = rng.random_range(0..10);
+        if rng.random_bool(0.3) {
+            // Keys only this thread touches behave exactly like a map.
+            let key = own_base + rng.random_range(0..PRIVATE_KEYS) * 3;
+            let value = encode(thread, seq, key & 0xfffff);
+            match roll {
+                0..=4 => assert_eq!(index.insert(key, value), private.insert(key, value)),
+                5..=6 => assert_eq!(index.remove(&key), private.remove(&key)),
+                _ => assert_eq!(
+                    index.get(&key),
+                    private.get(&key).copied(),
+                    "private key {key}"
+                ),
+            }
+            continue;
+        }
+        let key = rng.random_range(0..SHARED_KEYS);
+        let (kind, result) = match roll {
+            0..=4 => {
+                let value = encode(thread, seq, key);
+                (Kind::Put(value), index.insert(key, value))
+            }
+            5..=6 => (Kind::Remove, index.remove(&key)),
+            _ => (Kind::Get, index.get(&key)),
+        };
+        log.push(Logged {
+            seq,
+            key,
+            kind,
+            result,
+        });
+    }
+    // Leave the private keys in place for the final check.
+    for (key, value) in private {
+        assert_eq!(index.get(&key), Some(value));
+    }
+    log
+}
+
+#[test]
+fn overlapping_writers_with_continuous_maintenance() {
+    let config = Config {
+        error_bound: 4,
+        delta_threshold: 16,
+        tolerance: 0.25,
+        max_models: 2,
+        initial_group_size: 64,
+        max_root_models: 64,
+        maintenance_interval: Some(Duration::from_millis(1)),
+    };
+    // Even shared keys start present with a recognisable initial value.
+    let initial = |key: u64| encode(0xff, 0, key);
+    let index =
+        XIndex::bulk_load((0..SHARED_KEYS).step_by(2).map(|k| (k, initial(k))), config).unwrap();
+    let done = AtomicBool::new(false);
+    let logs: Vec<Vec<Logged>> = std::thread::scope(|s| {
+        // A second maintainer racing the background thread's passes.
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                index.maintain_now();
+            }
+        });
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let index = &index;
+                s.spawn(move || worker(index, t))
+            })
+            .collect();
+        let logs = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, Ordering::Relaxed);
+        logs
+    });
+
+    // Every value ever returned was written to that key by a logged put
+    // (or is the key's initial value): nothing invented, nothing torn.
+    let mut written: HashMap<u64, (u64, u64)> = HashMap::new();
+    for (t, log) in logs.iter().enumerate() {
+        for entry in log {
+            if let Kind::Put(v) = entry.kind {
+                written.insert(v, (t as u64, entry.key));
+            }
+        }
+    }
+    for log in &logs {
+        for entry in log {
+            if let Some(v) = entry.result {
+                let (_, _, key) = decode(v);
+                assert_eq!(key, entry.key, "value of another key returned: {entry:?}");
+                assert!(
+                    v == initial(entry.key) || written.contains_key(&v),
+                    "unknown value {entry:?}"
+                );
+            }
+        }
+    }
+
+    // Per key: initial presence + creations - removals = final presence,
+    // which is 0 or 1 (no lost put, no duplicate record).
+    let mut balance: BTreeMap<u64, i64> = (0..SHARED_KEYS)
+        .map(|k| (k, i64::from(k % 2 == 0)))
+        .collect();
+    for log in &logs {
+        for entry in log {
+            match (entry.kind, entry.result) {
+                (Kind::Put(_), None) => *balance.get_mut(&entry.key).unwrap() += 1,
+                (Kind::Remove, Some(_)) => *balance.get_mut(&entry.key).unwrap() -= 1,
+                _ => {}
+            }
+        }
+    }
+    let mut live = 0usize;
+    for (&key, &count) in &balance {
+        let final_value = index.get(&key);
+        assert_eq!(
+            count,
+            i64::from(final_value.is_some()),
+            "key {key}: balance {count}, final {final_value:?}"
+        );
+        if let Some(v) = final_value {
+            live += 1;
+            if v != initial(key) {
+                // The final value's writer did nothing to the key afterwards
+                // except read it.
+                let (t, seq, _) = decode(v);
+                let later_writes = logs[t as usize]
+                    .iter()
+                    .filter(|e| e.key == key && e.seq > seq && !matches!(e.kind, Kind::Get))
+                    .count();
+                assert_eq!(
+                    later_writes, 0,
+                    "key {key}: final value {v:#x} was overwritten by its own writer"
+                );
+            }
+        }
+    }
+    let private_live: usize = index.range(PRIVATE_BASE..).count();
+    assert_eq!(index.len(), live + private_live);
+    let all: Vec<u64> = index.range(..).map(|(k, _)| k).collect();
+    assert!(
+        all.windows(2).all(|w| w[0] < w[1]),
+        "range repeated or reordered keys"
+    );
+    assert_eq!(all.len(), index.len());
+    let stats = index.stats();
+    assert!(
+        stats.group_splits > 0 && stats.maintenance_passes >= MIN_PASSES,
+        "{stats:?}"
+    );
+}
