@@ -129,7 +129,8 @@ pub fn build(
     let started = Instant::now();
     input.validate()?;
     let layout = input.layout();
-    let data = KeyPositions::from_sorted_keys(input.keys(), layout.record_size(), format::BLOCK_TARGET)?;
+    let data =
+        KeyPositions::from_sorted_keys(input.keys(), layout.record_size(), format::BLOCK_TARGET)?;
     let tune_started = Instant::now();
     let tuned = match design {
         DesignChoice::Tune(config) => tune::tune(&data, profile, &config)?,

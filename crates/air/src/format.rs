@@ -145,15 +145,13 @@ fn builder_code(spec: &BuilderSpec) -> (u32, u32, u64) {
 impl Meta {
     /// Geometry of the root layer.
     pub fn root_geometry(&self) -> RecordGeometry {
-        self.layers
-            .last()
-            .map(|l| l.geometry)
-            .unwrap_or(self.data)
+        self.layers.last().map(|l| l.geometry).unwrap_or(self.data)
     }
 
     /// Serialises to the `meta` object bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(meta_len(self.layers.len(), self.root.len() as u64) as usize);
+        let mut out =
+            Vec::with_capacity(meta_len(self.layers.len(), self.root.len() as u64) as usize);
         out.put_slice(&MAGIC);
         out.put_u32_le(VERSION);
         out.put_u32_le(HEADER_LEN as u32);
@@ -211,7 +209,9 @@ impl Meta {
             )));
         }
         if bytes[..8] != MAGIC {
-            return Err(Error::corrupt("meta object does not start with the AirIndex magic"));
+            return Err(Error::corrupt(
+                "meta object does not start with the AirIndex magic",
+            ));
         }
         let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().expect("4 bytes"));
         if crc32c(&bytes[..bytes.len() - 4]) != stored {
@@ -255,7 +255,9 @@ impl Meta {
             )));
         }
         if data.physical_len() != data_physical {
-            return Err(Error::corrupt("data object length does not match its geometry"));
+            return Err(Error::corrupt(
+                "data object length does not match its geometry",
+            ));
         }
         if distinct_keys > records {
             return Err(Error::corrupt("more distinct keys than records"));
@@ -286,7 +288,9 @@ impl Meta {
                 (1, _, lambda) => BuilderSpec::GBand { lambda },
                 (2, _, lambda) => BuilderSpec::EBand { lambda },
                 (code, _, _) => {
-                    return Err(Error::corrupt(format!("layer {level}: unknown builder {code}")));
+                    return Err(Error::corrupt(format!(
+                        "layer {level}: unknown builder {code}"
+                    )));
                 }
             };
             let geometry = checked_geometry(
@@ -342,9 +346,10 @@ fn checked_geometry(
     records: u64,
 ) -> Result<RecordGeometry> {
     let ok = (8..=1 << 26).contains(&record_size)
-        && block_records >= 1
-        && block_records <= 1 << 32
-        && records.checked_mul(record_size).is_some_and(|b| b < 1 << 56);
+        && (1..=1 << 32).contains(&block_records)
+        && records
+            .checked_mul(record_size)
+            .is_some_and(|b| b < 1 << 56);
     if !ok {
         return Err(Error::corrupt(format!(
             "{what}: impossible geometry ({records} records of {record_size} bytes, {block_records} a block)"
@@ -399,7 +404,9 @@ pub fn unpack_blocks(
         let (payload, crc) = rest[..this].split_at(this - 4);
         let stored = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
         if crc32c(payload) != stored {
-            return Err(Error::corrupt(format!("{object}: block {block} checksum mismatch")));
+            return Err(Error::corrupt(format!(
+                "{object}: block {block} checksum mismatch"
+            )));
         }
         out.extend_from_slice(payload);
         rest = &rest[this..];
@@ -446,11 +453,17 @@ mod tests {
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0x10;
-            assert!(matches!(Meta::decode(b.into()), Err(Error::Corrupt(_))), "flip {i}");
+            assert!(
+                matches!(Meta::decode(b.into()), Err(Error::Corrupt(_))),
+                "flip {i}"
+            );
         }
         for cut in 0..bytes.len() {
             let b = bytes[..cut].to_vec();
-            assert!(matches!(Meta::decode(b.into()), Err(Error::Corrupt(_))), "cut {cut}");
+            assert!(
+                matches!(Meta::decode(b.into()), Err(Error::Corrupt(_))),
+                "cut {cut}"
+            );
         }
     }
 
@@ -468,7 +481,10 @@ mod tests {
         for i in (0..obj.len()).step_by(7) {
             let mut b = obj.clone();
             b[i] ^= 1;
-            assert!(matches!(unpack_blocks(&b, &g, 0, "t"), Err(Error::Corrupt(_))));
+            assert!(matches!(
+                unpack_blocks(&b, &g, 0, "t"),
+                Err(Error::Corrupt(_))
+            ));
         }
         assert!(matches!(
             unpack_blocks(&obj[..obj.len() - 1], &g, 0, "t"),

@@ -121,7 +121,7 @@ mod tests {
         // The last, partial block.
         assert_eq!(g.physical_range(&(1590..1600)), 3 * 516..1616);
         // A window past the end is clamped.
-        assert_eq!(g.physical_range(&(1600..5000)), 1616..1616);
+        assert!(g.physical_range(&(1600..5000)).is_empty());
         assert_eq!(g.read_size(&(0..1600)), 1616);
     }
 

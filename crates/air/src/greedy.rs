@@ -129,10 +129,15 @@ mod tests {
 
     #[test]
     fn nodes_follow_boundaries() {
-        let (bounds, nodes) = partition_nodes(50, 7, || 0u32, |calls, s| {
-            *calls += 1;
-            (s + 1 + s % 5, s)
-        });
+        let (bounds, nodes) = partition_nodes(
+            50,
+            7,
+            || 0u32,
+            |calls, s| {
+                *calls += 1;
+                (s + 1 + s % 5, s)
+            },
+        );
         assert_eq!(bounds, sequential(50, |s| (s + 1 + s % 5).min(50)));
         assert_eq!(nodes, bounds[..bounds.len() - 1].to_vec());
     }

@@ -149,7 +149,9 @@ impl AirIndex {
         for i in 1..root.len() {
             let (a, b) = (root.key(i - 1), root.key(i));
             if a > b || (strict && a == b) {
-                return Err(Error::corrupt(format!("root layer keys out of order at record {i}")));
+                return Err(Error::corrupt(format!(
+                    "root layer keys out of order at record {i}"
+                )));
             }
         }
         if strict {
@@ -410,7 +412,8 @@ impl AirIndex {
             .iter()
             .map(|w| g.block_range(&g.record_range(w)))
             .collect();
-        let mut merged: Vec<Range<u64>> = blocks.iter().filter(|b| !b.is_empty()).cloned().collect();
+        let mut merged: Vec<Range<u64>> =
+            blocks.iter().filter(|b| !b.is_empty()).cloned().collect();
         merged.sort_by_key(|b| b.start);
         let mut runs: Vec<Range<u64>> = Vec::new();
         for b in merged {
@@ -426,7 +429,9 @@ impl AirIndex {
             .read_many(&object, &phys)
             .map_err(|e| storage_error(e, &object))?;
         if fetched.len() != phys.len() {
-            return Err(Error::corrupt(format!("{object}: read_many returned too few ranges")));
+            return Err(Error::corrupt(format!(
+                "{object}: read_many returned too few ranges"
+            )));
         }
         let unpacked: Vec<Records> = runs
             .iter()
@@ -448,7 +453,8 @@ impl AirIndex {
                 let all = &unpacked[k];
                 let rs = g.record_size as usize;
                 let from = ((b.start - run.start) * g.block_records) as usize * rs;
-                let to = (((b.end - run.start) * g.block_records) as usize * rs).min(all.bytes.len());
+                let to =
+                    (((b.end - run.start) * g.block_records) as usize * rs).min(all.bytes.len());
                 Ok(Records {
                     first: b.start * g.block_records,
                     bytes: all.bytes[from..to].to_vec(),
@@ -504,14 +510,18 @@ impl AirIndex {
                 )));
             }
             if lidx_core::checksum::crc32c(&bytes) != crc {
-                return Err(Error::corrupt(format!("{object}: object checksum mismatch")));
+                return Err(Error::corrupt(format!(
+                    "{object}: object checksum mismatch"
+                )));
             }
             layers.push(self.unpack(level, &object, &bytes, 0..g.physical_len(), 0)?);
         }
         let data = &layers[0];
         for i in 1..data.len() {
             if data.key(i) < data.key(i - 1) {
-                return Err(Error::corrupt(format!("data keys out of order at record {i}")));
+                return Err(Error::corrupt(format!(
+                    "data keys out of order at record {i}"
+                )));
             }
         }
         // Every distinct key must be found where it is.

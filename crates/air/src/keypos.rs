@@ -242,7 +242,12 @@ mod tests {
             (vec![1, 2], vec![0, 0], vec![1, 1], g(2)),
             (vec![1, 2], vec![0, 2], vec![1, 1], g(2)),
             (vec![], vec![], vec![], g(1)),
-            (vec![1], vec![0], vec![1], RecordGeometry::new(u64::MAX, 2, 512)),
+            (
+                vec![1],
+                vec![0],
+                vec![1],
+                RecordGeometry::new(u64::MAX, 2, 512),
+            ),
         ] {
             assert!(matches!(
                 KeyPositions::new(keys, first, weights, geom),

@@ -6,16 +6,16 @@
 //! latency under a measured [`lidx_core::storage::StorageProfile`].
 #![warn(missing_docs)]
 
-pub mod builders;
-pub mod geometry;
-pub mod greedy;
-pub mod keypos;
-pub mod node;
 pub mod baseline;
 pub mod build;
+pub mod builders;
 pub mod design;
 pub mod format;
+pub mod geometry;
+pub mod greedy;
 pub mod index;
+pub mod keypos;
+pub mod node;
 pub mod tune;
 
 pub use build::{DataInput, DesignChoice, build};

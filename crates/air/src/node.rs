@@ -377,7 +377,10 @@ mod tests {
         assert_eq!("step(16)".parse::<NodeKind>().unwrap(), s16);
         assert_eq!(" band ".parse::<NodeKind>().unwrap(), NodeKind::Band);
         for bad in ["step(0)", "step()", "step(x)", "bend", "step(16"] {
-            assert!(matches!(bad.parse::<NodeKind>(), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                bad.parse::<NodeKind>(),
+                Err(Error::InvalidArgument(_))
+            ));
         }
         assert_eq!(s16.record_size(), 264);
         assert_eq!(NodeKind::Band.record_size(), 48);
@@ -438,7 +441,14 @@ mod tests {
         assert_eq!(b.center(u64::MAX - 1), u64::MAX - 1);
         assert_eq!(b.window(u64::MAX), u64::MAX - 5..u64::MAX);
         assert_eq!(b.window(2), 0..7);
-        let flat = Band { x1: 7, x2: 7, y1: 100, y2: 100, delta_lo: 0, delta_hi: 8 };
+        let flat = Band {
+            x1: 7,
+            x2: 7,
+            y1: 100,
+            y2: 100,
+            delta_lo: 0,
+            delta_hi: 8,
+        };
         assert_eq!(flat.window(0), 100..108);
         assert_eq!(flat.window(u64::MAX), 100..108);
         let mut rec = [0u8; 48];
@@ -452,10 +462,20 @@ mod tests {
     fn band_figure_six() {
         // The paper's band through (1, 0) and (4, 10); with exact deltas it
         // covers every position of the example.
-        let b = Band { x1: 1, x2: 7, y1: 0, y2: 30, delta_lo: 5, delta_hi: 10 };
+        let b = Band {
+            x1: 1,
+            x2: 7,
+            y1: 0,
+            y2: 30,
+            delta_lo: 5,
+            delta_hi: 10,
+        };
         for (x, pos) in [(1, 0..10), (4, 10..20), (5, 20..25), (7, 25..35)] {
             let w = b.window(x);
-            assert!(w.start <= pos.start && pos.end <= w.end, "{x}: {w:?} vs {pos:?}");
+            assert!(
+                w.start <= pos.start && pos.end <= w.end,
+                "{x}: {w:?} vs {pos:?}"
+            );
         }
     }
 
@@ -466,19 +486,43 @@ mod tests {
         assert!(predict(kind, &rec[..39], 5).is_err());
         let mut bad_keys = rec.clone();
         bad_keys[8..16].copy_from_slice(&1u64.to_le_bytes());
-        assert!(matches!(predict(kind, &bad_keys, 5), Err(Error::Corrupt(_))));
+        assert!(matches!(
+            predict(kind, &bad_keys, 5),
+            Err(Error::Corrupt(_))
+        ));
         let mut bad_bounds = rec.clone();
         bad_bounds[32..40].copy_from_slice(&1u64.to_le_bytes());
-        assert!(matches!(predict(kind, &bad_bounds, 5), Err(Error::Corrupt(_))));
+        assert!(matches!(
+            predict(kind, &bad_bounds, 5),
+            Err(Error::Corrupt(_))
+        ));
         assert!(matches!(
             predict(NodeKind::Step { pieces: 0 }, &[0u8; 8], 5),
             Err(Error::Corrupt(_))
         ));
         let mut band = [0u8; 48];
-        Band { x1: 9, x2: 3, ..Band::default() }.encode(&mut band).unwrap();
-        assert!(matches!(predict(NodeKind::Band, &band, 5), Err(Error::Corrupt(_))));
-        Band { y1: 9, y2: 3, ..Band::default() }.encode(&mut band).unwrap();
-        assert!(matches!(predict(NodeKind::Band, &band, 5), Err(Error::Corrupt(_))));
+        Band {
+            x1: 9,
+            x2: 3,
+            ..Band::default()
+        }
+        .encode(&mut band)
+        .unwrap();
+        assert!(matches!(
+            predict(NodeKind::Band, &band, 5),
+            Err(Error::Corrupt(_))
+        ));
+        Band {
+            y1: 9,
+            y2: 3,
+            ..Band::default()
+        }
+        .encode(&mut band)
+        .unwrap();
+        assert!(matches!(
+            predict(NodeKind::Band, &band, 5),
+            Err(Error::Corrupt(_))
+        ));
         assert_eq!(record_key(&[1, 2]), 0);
     }
 

@@ -413,7 +413,12 @@ impl Search<'_> {
 
     /// Builds one candidate layer over `d`; `None` when it does not shrink
     /// the collection (stacking it could never end).
-    fn candidate(&self, spec: &BuilderSpec, d: &KeyPositions, depth: usize) -> Result<Option<Candidate>> {
+    fn candidate(
+        &self,
+        spec: &BuilderSpec,
+        d: &KeyPositions,
+        depth: usize,
+    ) -> Result<Option<Candidate>> {
         let layer = spec.build(d)?;
         if layer.nodes() >= d.len() {
             return Ok(None);

@@ -95,7 +95,11 @@ fn check_against_oracle(index: &AirIndex, keys: &[u64], layout: Layout, probes: 
             .unwrap()
             .map(|e| e.unwrap().key)
             .collect();
-        let want: Vec<u64> = keys.iter().copied().filter(|k| (lo..hi).contains(k)).collect();
+        let want: Vec<u64> = keys
+            .iter()
+            .copied()
+            .filter(|k| (lo..hi).contains(k))
+            .collect();
         assert_eq!(got, want, "range {lo}..{hi}");
     }
     let all: Vec<u64> = index.range(..).unwrap().map(|e| e.unwrap().key).collect();
@@ -131,10 +135,21 @@ fn key_sets() -> impl Strategy<Value = Vec<u64>> {
 
 fn designs() -> impl Strategy<Value = (u8, u64, usize, u64)> {
     // (kind, param, top_k, latency_us)
-    (0u8..4, 0u64..6, 1usize..6, prop_oneof![Just(1u64), Just(250), Just(50_000)])
+    (
+        0u8..4,
+        0u64..6,
+        1usize..6,
+        prop_oneof![Just(1u64), Just(250), Just(50_000)],
+    )
 }
 
-fn choice(kind: u8, param: u64, top_k: usize, data: &KeyPositions, p: &StorageProfile) -> DesignChoice {
+fn choice(
+    kind: u8,
+    param: u64,
+    top_k: usize,
+    data: &KeyPositions,
+    p: &StorageProfile,
+) -> DesignChoice {
     match kind {
         0 => DesignChoice::Tune(TuneConfig {
             top_k,
@@ -195,11 +210,18 @@ fn tiny_inputs_and_extremes() {
 #[test]
 fn deep_designs_on_slow_small_reads() {
     // A tiny-latency, low-bandwidth profile wants many thin layers.
-    let keys: Vec<u64> = (0..20_000u64).map(|i| i * i / 3 + (i % 7) * 1_000).collect();
+    let keys: Vec<u64> = (0..20_000u64)
+        .map(|i| i * i / 3 + (i % 7) * 1_000)
+        .collect();
     let mut keys = keys;
     keys.sort_unstable();
     let p = profile(1, 1.0);
-    let index = build(&keys, Layout::Values, &p, DesignChoice::Tune(TuneConfig::default()));
+    let index = build(
+        &keys,
+        Layout::Values,
+        &p,
+        DesignChoice::Tune(TuneConfig::default()),
+    );
     assert!(index.meta().layers.len() >= 2, "{:?}", index.meta().layers);
     check_against_oracle(&index, &keys, Layout::Values, &[1, 2, 3]);
 }
@@ -243,7 +265,13 @@ fn sample_keys(n: u64) -> Vec<u64> {
 }
 
 fn built_in(storage: Arc<dyn Storage>, keys: &[u64], design: DesignChoice) -> AirIndex {
-    lidx_air::build(&*storage, DataInput::SosdKeys(keys), &profile(250, 175.0), design).unwrap();
+    lidx_air::build(
+        &*storage,
+        DataInput::SosdKeys(keys),
+        &profile(250, 175.0),
+        design,
+    )
+    .unwrap();
     AirIndex::open(storage).unwrap()
 }
 
@@ -297,7 +325,9 @@ fn flipped_bytes_give_corrupt_or_the_right_answer() {
             memory.write(object, &original).unwrap();
         }
         // Truncation.
-        memory.write(object, &original[..original.len() - 1]).unwrap();
+        memory
+            .write(object, &original[..original.len() - 1])
+            .unwrap();
         match AirIndex::open(memory.clone()) {
             Err(Error::Corrupt(_)) => {}
             Err(e) => panic!("{object} truncated: open failed with {e}"),
@@ -330,14 +360,17 @@ fn storage_faults_propagate() {
         Err(Error::Io { .. }) => {}
         other => panic!("expected the injected I/O error, got {other:?}"),
     }
-    assert!(matches!(AirIndex::open(faulty.clone()), Err(Error::Io { .. })));
+    assert!(matches!(
+        AirIndex::open(faulty.clone()),
+        Err(Error::Io { .. })
+    ));
     faulty.set_fault(Fault::ShortReads);
     match index.get(keys[100]) {
         Err(Error::Corrupt(m)) => assert!(m.contains("short read"), "{m}"),
         other => panic!("expected a short-read error, got {other:?}"),
     }
     faulty.set_fault(Fault::None);
-    assert_eq!(index.get(keys[100]).unwrap().is_some(), true);
+    assert!(index.get(keys[100]).unwrap().is_some());
 }
 
 /// The model is exact for the layout: replaying every key through a
@@ -381,7 +414,11 @@ fn modelled_cost_matches_counted_reads() {
         }
         let measured = total / n as f64;
         let rel = (measured - tuned.modeled_cost_ns).abs() / tuned.modeled_cost_ns;
-        assert!(rel < 1e-9, "{p}: counted {measured} vs modelled {}", tuned.modeled_cost_ns);
+        assert!(
+            rel < 1e-9,
+            "{p}: counted {measured} vs modelled {}",
+            tuned.modeled_cost_ns
+        );
     }
 }
 
@@ -395,7 +432,12 @@ fn committed_real_key_sets() {
             .as_slice()
             .to_vec();
         for p in [StorageProfile::ssd(), StorageProfile::nfs()] {
-            let index = build(&keys, Layout::Sosd, &p, DesignChoice::Tune(TuneConfig::default()));
+            let index = build(
+                &keys,
+                Layout::Sosd,
+                &p,
+                DesignChoice::Tune(TuneConfig::default()),
+            );
             check_against_oracle(&index, &keys, Layout::Sosd, &[12345, 1 << 40]);
         }
     }
@@ -423,7 +465,12 @@ fn shared_real_key_sets() {
         let all = all.as_slice();
         let step = all.len().div_ceil(300_000).max(1);
         let keys: Vec<u64> = all.iter().step_by(step).copied().collect();
-        let index = build(&keys, Layout::Sosd, &StorageProfile::ssd(), DesignChoice::Tune(TuneConfig::default()));
+        let index = build(
+            &keys,
+            Layout::Sosd,
+            &StorageProfile::ssd(),
+            DesignChoice::Tune(TuneConfig::default()),
+        );
         check_against_oracle(&index, &keys, Layout::Sosd, &[12345, 1 << 40]);
     }
 }

@@ -34,7 +34,10 @@ fn check_layer(layer: &Layer, d: &KeyPositions, queries: &[u64]) -> Result<(), T
     prop_assert_eq!(layer.kind, layer.spec.node_kind());
     prop_assert_eq!(layer.node_entries.first().copied(), Some(0));
     prop_assert_eq!(layer.node_entries.last().copied(), Some(n));
-    prop_assert!(layer.node_entries.windows(2).all(|w| w[0] < w[1]), "empty node");
+    prop_assert!(
+        layer.node_entries.windows(2).all(|w| w[0] < w[1]),
+        "empty node"
+    );
     prop_assert_eq!(layer.size_bytes(), layer.nodes() as u64 * rs);
     for j in 0..layer.nodes() {
         let rec = layer.record(j);
@@ -42,7 +45,10 @@ fn check_layer(layer: &Layer, d: &KeyPositions, queries: &[u64]) -> Result<(), T
         prop_assert_eq!(node::record_key(rec), layer.node_keys[j]);
         // The trusted fast path agrees with full validation.
         for x in [0, layer.node_keys[j], u64::MAX] {
-            prop_assert_eq!(node::predict(layer.kind, rec, x).unwrap(), layer.window(j, x));
+            prop_assert_eq!(
+                node::predict(layer.kind, rec, x).unwrap(),
+                layer.window(j, x)
+            );
         }
     }
 
@@ -56,7 +62,13 @@ fn check_layer(layer: &Layer, d: &KeyPositions, queries: &[u64]) -> Result<(), T
             prop_assert!(
                 w.start <= p.start && p.end <= w.end,
                 "{}: entry {} at {:?} (key {}), query {}: node {} predicts {:?}",
-                layer.spec, i, p, d.keys[i], x, j, w
+                layer.spec,
+                i,
+                p,
+                d.keys[i],
+                x,
+                j,
+                w
             );
         }
     }
@@ -71,11 +83,24 @@ fn check_layer(layer: &Layer, d: &KeyPositions, queries: &[u64]) -> Result<(), T
         let in_window = &rec_keys[r.start as usize..r.end as usize];
         // Data layer: first record >= x in the window, else just after it.
         let lb = r.start as usize + in_window.partition_point(|&k| k < x);
-        prop_assert_eq!(lb, rec_keys.partition_point(|&k| k < x), "{} lower bound of {}", layer.spec, x);
+        prop_assert_eq!(
+            lb,
+            rec_keys.partition_point(|&k| k < x),
+            "{} lower bound of {}",
+            layer.spec,
+            x
+        );
         // Index layer: the last record <= x is in the window.
         match rec_keys.partition_point(|&k| k <= x).checked_sub(1) {
             Some(pred) => {
-                prop_assert!(r.contains(&(pred as u64)), "{} predecessor of {}: {} not in {:?}", layer.spec, x, pred, r);
+                prop_assert!(
+                    r.contains(&(pred as u64)),
+                    "{} predecessor of {}: {} not in {:?}",
+                    layer.spec,
+                    x,
+                    pred,
+                    r
+                );
             }
             None => prop_assert_eq!(r.start, 0),
         }
@@ -96,7 +121,13 @@ fn check_bounds(layer: &Layer, d: &KeyPositions) -> Result<(), TestCaseError> {
                 if entries.len() == 1 {
                     prop_assert_eq!(precision, alone.end - alone.start);
                 } else {
-                    prop_assert!(precision <= lambda.saturating_add(2), "gband({}) node {} precision {}", lambda, j, precision);
+                    prop_assert!(
+                        precision <= lambda.saturating_add(2),
+                        "gband({}) node {} precision {}",
+                        lambda,
+                        j,
+                        precision
+                    );
                 }
             }
             BuilderSpec::GStep { .. } => {
@@ -124,7 +155,13 @@ fn key_sets() -> impl Strategy<Value = Vec<u64>> {
     let small = proptest::collection::vec(0u64..64, 0..120);
     let wide = proptest::collection::vec(any::<u64>(), 0..200);
     let edges = proptest::collection::vec(
-        prop_oneof![Just(0u64), Just(1), Just(u64::MAX - 1), Just(u64::MAX), any::<u64>()],
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(u64::MAX - 1),
+            Just(u64::MAX),
+            any::<u64>()
+        ],
         0..8,
     );
     let clustered = proptest::collection::vec((0u64..4, 0u64..300), 0..300).prop_map(|v| {
@@ -132,19 +169,29 @@ fn key_sets() -> impl Strategy<Value = Vec<u64>> {
             .map(|(c, off)| [0, 1 << 20, 1 << 40, u64::MAX - 400][c as usize] + off)
             .collect()
     });
-    let linear = (1u64..1000, 0usize..300).prop_map(|(step, n)| (0..n as u64).map(|i| i * step).collect());
-    (prop_oneof![small, wide, edges, clustered, linear], any::<bool>()).prop_map(|(mut keys, dup)| {
-        if dup && !keys.is_empty() {
-            let k = keys[keys.len() / 2];
-            keys.extend([k, k, k]);
-        }
-        keys.sort_unstable();
-        keys
-    })
+    let linear =
+        (1u64..1000, 0usize..300).prop_map(|(step, n)| (0..n as u64).map(|i| i * step).collect());
+    (
+        prop_oneof![small, wide, edges, clustered, linear],
+        any::<bool>(),
+    )
+        .prop_map(|(mut keys, dup)| {
+            if dup && !keys.is_empty() {
+                let k = keys[keys.len() / 2];
+                keys.extend([k, k, k]);
+            }
+            keys.sort_unstable();
+            keys
+        })
 }
 
 fn lambdas() -> impl Strategy<Value = u64> {
-    prop_oneof![Just(0u64), 0u64..200, (3u32..21).prop_map(|e| 1u64 << e), Just(u64::MAX)]
+    prop_oneof![
+        Just(0u64),
+        0u64..200,
+        (3u32..21).prop_map(|e| 1u64 << e),
+        Just(u64::MAX)
+    ]
 }
 
 fn specs() -> impl Strategy<Value = BuilderSpec> {
@@ -246,7 +293,12 @@ fn load(name: &str) -> Option<Vec<u64>> {
         eprintln!("{} missing, skipped", path.display());
         return None;
     }
-    Some(lidx_core::keyset::open_sosd_u64(&path).ok()?.as_slice().to_vec())
+    Some(
+        lidx_core::keyset::open_sosd_u64(&path)
+            .ok()?
+            .as_slice()
+            .to_vec(),
+    )
 }
 
 /// CPU time of the calling thread in nanoseconds (Linux), to measure
@@ -267,20 +319,31 @@ fn builder_throughput_geolite2() {
     };
     let d = KeyPositions::from_sorted_keys(&keys, 8, 512).unwrap();
     for spec in [
-        BuilderSpec::GStep { pieces: 16, lambda: 4096 },
-        BuilderSpec::GStep { pieces: 255, lambda: 4096 },
+        BuilderSpec::GStep {
+            pieces: 16,
+            lambda: 4096,
+        },
+        BuilderSpec::GStep {
+            pieces: 255,
+            lambda: 4096,
+        },
         BuilderSpec::GBand { lambda: 4096 },
         BuilderSpec::GBand { lambda: 256 },
         BuilderSpec::EBand { lambda: 4096 },
     ] {
-        for (label, chunk) in [("sequential", usize::MAX), ("parallel", greedy::DEFAULT_CHUNK)] {
+        for (label, chunk) in [
+            ("sequential", usize::MAX),
+            ("parallel", greedy::DEFAULT_CHUNK),
+        ] {
             let (t, cpu) = (Instant::now(), thread_cpu_ns());
             let layer = spec.build_chunked(&d, chunk).unwrap();
             let per_entry = |ns: f64| ns / d.len() as f64;
             let wall = per_entry(t.elapsed().as_nanos() as f64);
             // Only meaningful for the sequential run, which stays on this thread.
             let cpu = match (cpu, thread_cpu_ns()) {
-                (Some(a), Some(b)) if chunk == usize::MAX => format!("{:6.1} ns/entry cpu", per_entry((b - a) as f64)),
+                (Some(a), Some(b)) if chunk == usize::MAX => {
+                    format!("{:6.1} ns/entry cpu", per_entry((b - a) as f64))
+                }
                 _ => String::new(),
             };
             eprintln!(

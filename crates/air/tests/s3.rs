@@ -34,10 +34,19 @@ fn build_into_and_query_from_s3() {
     let index = AirIndex::open(storage.clone()).unwrap();
     for (i, &k) in keys.iter().enumerate().step_by(997) {
         let first = keys.partition_point(|&x| x < k);
-        assert_eq!(index.get(k).unwrap(), Some(first as u64), "key {k} (index {i})");
+        assert_eq!(
+            index.get(k).unwrap(),
+            Some(first as u64),
+            "key {k} (index {i})"
+        );
     }
     // Batched lookups overlap their requests.
-    let probes: Vec<u64> = keys.iter().step_by(5003).copied().chain([1, u64::MAX]).collect();
+    let probes: Vec<u64> = keys
+        .iter()
+        .step_by(5003)
+        .copied()
+        .chain([1, u64::MAX])
+        .collect();
     let batch = index.get_many(&probes).unwrap();
     for (k, got) in probes.iter().zip(batch) {
         assert_eq!(got, index.get(*k).unwrap());

@@ -182,7 +182,15 @@ pub fn run(cmd: AirCmd) -> Result<()> {
             cache_mib,
             runs,
             seed,
-        } => bench(&url, queries, profile.as_deref(), cold, cache_mib, runs, seed),
+        } => bench(
+            &url,
+            queries,
+            profile.as_deref(),
+            cold,
+            cache_mib,
+            runs,
+            seed,
+        ),
         AirCmd::Compare {
             data,
             profile,
@@ -241,12 +249,12 @@ fn inspect(url: &str, verify: bool) -> Result<()> {
             l.expected_read_bytes
         );
     }
-    if let Ok(design) = storage.read_all(lidx_air::format::DESIGN_OBJECT) {
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&design) {
-            for field in ["build_s", "tune_s", "write_s", "profile"] {
-                if let Some(x) = v.get(field) {
-                    println!("  {field}: {x}");
-                }
+    if let Ok(design) = storage.read_all(lidx_air::format::DESIGN_OBJECT)
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&design)
+    {
+        for field in ["build_s", "tune_s", "write_s", "profile"] {
+            if let Some(x) = v.get(field) {
+                println!("  {field}: {x}");
             }
         }
     }
@@ -291,7 +299,9 @@ fn bench(
         let found = index.get_entry(*key)?;
         firsts.push(started.elapsed().as_secs_f64());
         if found.is_none() {
-            return Err(Error::corrupt(format!("key {key} of the index was not found")));
+            return Err(Error::corrupt(format!(
+                "key {key} of the index was not found"
+            )));
         }
     }
     println!(
@@ -320,11 +330,16 @@ fn bench(
     }
     marks.push(queries);
     marks.dedup();
-    println!("queries  mean latency (open included, {})", if cold { "cold" } else { "page cache" });
+    println!(
+        "queries  mean latency (open included, {})",
+        if cold { "cold" } else { "page cache" }
+    );
     let mut next = 0;
     for (i, key) in keys.iter().take(queries).enumerate() {
         if index.get_entry(*key)?.is_none() {
-            return Err(Error::corrupt(format!("key {key} of the index was not found")));
+            return Err(Error::corrupt(format!(
+                "key {key} of the index was not found"
+            )));
         }
         if marks.get(next) == Some(&(i + 1)) {
             let avg = started.elapsed().as_secs_f64() / (i + 1) as f64;
@@ -408,16 +423,16 @@ fn compare(
         return Err(Error::invalid("--runs must be at least 1"));
     }
     let keys = load_keys(data, keys, data_dir)?;
-    let data_kp = lidx_air::keypos::KeyPositions::from_sorted_keys(
-        &keys,
-        8,
-        lidx_air::format::BLOCK_TARGET,
-    )?;
+    let data_kp =
+        lidx_air::keypos::KeyPositions::from_sorted_keys(&keys, 8, lidx_air::format::BLOCK_TARGET)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let queries: Vec<u64> = (0..runs)
         .map(|_| keys[rng.random_range(0..keys.len())])
         .collect();
-    println!("dataset {data}: {} keys, SOSD layout (value = rank)", keys.len());
+    println!(
+        "dataset {data}: {} keys, SOSD layout (value = rank)",
+        keys.len()
+    );
     for spec in profiles {
         let profile = StorageProfile::parse(spec)?;
         println!("\nprofile {spec}: {profile}");
@@ -428,14 +443,14 @@ fn compare(
         contenders.push(("airindex".to_owned(), air, tune_s));
         let paper = baseline::btree(&data_kp, &profile, baseline::PAPER_BTREE_PAGE)?;
         contenders.push(("btree-4k (paper)".to_owned(), paper, 0.0));
-        if let Some((page, t)) =
-            baseline::best_of(baseline::btree_pages(), |p| baseline::btree(&data_kp, &profile, p))?
-        {
+        if let Some((page, t)) = baseline::best_of(baseline::btree_pages(), |p| {
+            baseline::btree(&data_kp, &profile, p)
+        })? {
             contenders.push((format!("btree best (page {})", page_name(page)), t, 0.0));
         }
-        if let Some((eps, t)) =
-            baseline::best_of(baseline::pgm_epsilons(), |e| baseline::pgm(&data_kp, &profile, e))?
-        {
+        if let Some((eps, t)) = baseline::best_of(baseline::pgm_epsilons(), |e| {
+            baseline::pgm(&data_kp, &profile, e)
+        })? {
             contenders.push((format!("pgm best (eps {eps})"), t, 0.0));
         }
         let mut built = Vec::new();
@@ -463,7 +478,8 @@ fn compare(
         );
         let air_cost = built[0].design.modeled_cost_ns;
         for c in &built {
-            let sim: Arc<dyn Storage> = Arc::new(Simulated::new(c.storage.clone(), profile.clone()));
+            let sim: Arc<dyn Storage> =
+                Arc::new(Simulated::new(c.storage.clone(), profile.clone()));
             let mut times = Vec::with_capacity(runs);
             for &q in &queries {
                 let started = Instant::now();
@@ -504,7 +520,12 @@ fn page_name(page: u64) -> String {
 
 /// Cold first-query latency on the local disk: AirIndex on a local
 /// directory and LMDB, both evicted from the OS page cache before each run.
-fn local_vs_lmdb(dir: &Path, keys: &[u64], queries: &[u64], profile: &StorageProfile) -> Result<()> {
+fn local_vs_lmdb(
+    dir: &Path,
+    keys: &[u64],
+    queries: &[u64],
+    profile: &StorageProfile,
+) -> Result<()> {
     let air_dir = dir.join("airindex");
     let lmdb_dir = dir.join("lmdb");
     let local: Arc<dyn Storage> = Arc::new(storage::LocalDir::open(&air_dir, Default::default())?);
@@ -528,7 +549,9 @@ fn local_vs_lmdb(dir: &Path, keys: &[u64], queries: &[u64], profile: &StoragePro
         let lm = lmdb.cold_get(q)?;
         lmdb_times.push(started.elapsed().as_secs_f64());
         if got.is_none() || lm.is_none() {
-            return Err(Error::corrupt(format!("key {q} not found on the local disk")));
+            return Err(Error::corrupt(format!(
+                "key {q} not found on the local disk"
+            )));
         }
     }
     let (a, l) = (median(&mut air_times), median(&mut lmdb_times));
@@ -564,7 +587,11 @@ pub fn profile(url: &str, object: Option<&str>, size_mib: u64, out: Option<&Path
     }
     let cal = result?;
     println!("{}", cal.profile);
-    println!("fit r^2 = {:.4} over {} reads", cal.r_squared, cal.samples.len());
+    println!(
+        "fit r^2 = {:.4} over {} reads",
+        cal.r_squared,
+        cal.samples.len()
+    );
     if let Some(path) = out {
         cal.profile.save(path)?;
         println!("profile written to {}", path.display());

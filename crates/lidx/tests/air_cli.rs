@@ -27,7 +27,11 @@ fn fails_with(args: &[&str], needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded: {err}");
     assert_ne!(out.status.code(), Some(101), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
     for n in needles {
         assert!(err.contains(n), "{args:?}: '{n}' missing in: {err}");
     }
@@ -49,7 +53,16 @@ fn build_get_inspect_bench_round_trip() {
     let data = sosd(&dir.path().join("keys"), &keys);
     let out = dir.path().join("idx");
     let out = out.to_str().unwrap();
-    let printed = ok(&["air", "build", "--data", &data, "--profile", "ssd", "--out", out]);
+    let printed = ok(&[
+        "air",
+        "build",
+        "--data",
+        &data,
+        "--profile",
+        "ssd",
+        "--out",
+        out,
+    ]);
     assert!(printed.contains("modelled lookup"), "{printed}");
     let design: serde_json::Value =
         serde_json::from_slice(&std::fs::read(Path::new(out).join("design.json")).unwrap())
@@ -63,16 +76,42 @@ fn build_get_inspect_bench_round_trip() {
     let inspected = ok(&["air", "inspect", out, "--verify"]);
     assert!(inspected.contains("verified"), "{inspected}");
     let bench = ok(&[
-        "air", "bench", out, "--queries", "50", "--runs", "3", "--profile", "1,1000",
+        "air",
+        "bench",
+        out,
+        "--queries",
+        "50",
+        "--runs",
+        "3",
+        "--profile",
+        "1,1000",
     ]);
     assert!(bench.contains("first query"), "{bench}");
-    assert!(bench.lines().any(|l| l.trim_start().starts_with("50 ")), "{bench}");
+    assert!(
+        bench.lines().any(|l| l.trim_start().starts_with("50 ")),
+        "{bench}"
+    );
     // A records build with a custom grid.
     let out2 = dir.path().join("idx2");
     let out2 = out2.to_str().unwrap();
     ok(&[
-        "air", "build", "--data", &data, "--profile", "100,50", "--out", out2, "--records",
-        "--top-k", "2", "--lambda-low", "512", "--lambda-high", "65536", "--base", "4",
+        "air",
+        "build",
+        "--data",
+        &data,
+        "--profile",
+        "100,50",
+        "--out",
+        out2,
+        "--records",
+        "--top-k",
+        "2",
+        "--lambda-low",
+        "512",
+        "--lambda-high",
+        "65536",
+        "--base",
+        "4",
     ]);
     assert_eq!(ok(&["air", "get", out2, "21"]), "21\t3\n");
 }
@@ -84,21 +123,59 @@ fn air_errors_are_one_line() {
     let out = dir.path().join("x");
     let out = out.to_str().unwrap();
     fails_with(
-        &["air", "build", "--data", &data, "--profile", "ssd", "--out", out],
+        &[
+            "air",
+            "build",
+            "--data",
+            &data,
+            "--profile",
+            "ssd",
+            "--out",
+            out,
+        ],
         &["index 1"],
     );
     let good = sosd(&dir.path().join("good"), &[1, 2, 3]);
     fails_with(
-        &["air", "build", "--data", &good, "--profile", "fast", "--out", out],
+        &[
+            "air",
+            "build",
+            "--data",
+            &good,
+            "--profile",
+            "fast",
+            "--out",
+            out,
+        ],
         &["profile"],
     );
     fails_with(
-        &["air", "build", "--data", &good, "--profile", "ssd", "--out", out, "--base", "1"],
+        &[
+            "air",
+            "build",
+            "--data",
+            &good,
+            "--profile",
+            "ssd",
+            "--out",
+            out,
+            "--base",
+            "1",
+        ],
         &["base"],
     );
     fails_with(&["air", "get", out, "1"], &["not found"]);
     // A corrupt meta.
-    ok(&["air", "build", "--data", &good, "--profile", "ssd", "--out", out]);
+    ok(&[
+        "air",
+        "build",
+        "--data",
+        &good,
+        "--profile",
+        "ssd",
+        "--out",
+        out,
+    ]);
     let meta = Path::new(out).join("meta");
     let mut bytes = std::fs::read(&meta).unwrap();
     bytes[20] ^= 0xff;
@@ -119,11 +196,20 @@ fn replay_air_is_read_only() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
         child.wait_with_output().unwrap()
     };
     let out = run("get 5\nget 6\nscan 4 2\nscan 100 3\n");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "6\n-\n5:6 9:10\n\n");
     let out = run("get 1\nput 3 4\n");
     assert_eq!(out.status.code(), Some(3));
@@ -149,7 +235,13 @@ fn profile_calibrates_a_local_directory() {
     let keys = sosd(&dir.path().join("k"), &[1, 2, 3]);
     let out = dir.path().join("idx");
     ok(&[
-        "air", "build", "--data", &keys, "--profile", file.to_str().unwrap(), "--out",
+        "air",
+        "build",
+        "--data",
+        &keys,
+        "--profile",
+        file.to_str().unwrap(),
+        "--out",
         out.to_str().unwrap(),
     ]);
     fails_with(&["profile", "ftp://nowhere"], &["scheme"]);

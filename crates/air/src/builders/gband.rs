@@ -86,10 +86,9 @@ fn grow(cone: &mut IntervalCone, d: &KeyPositions, start: usize, lambda: u64) ->
     while end < d.len() {
         let x = keys[end] - x0;
         let (lo, hi) = interval(end);
-        // Entry end-1's key range now reaches x - 1; no lower bound there
-        // (the line is bounded by its neighbours anyway).
-        if x - 1 > prev_x && !cone.push(x - 1, -IntervalCone::MAX_ABS_Y, prev_hi).unwrap_or(false)
-        {
+        // Entry end-1's key range now reaches x - 1, where only its upper
+        // bound applies.
+        if x - 1 > prev_x && !cone.push_upper(x - 1, prev_hi).unwrap_or(false) {
             break;
         }
         if !cone.push(x, lo, hi).unwrap_or(false) {

@@ -243,7 +243,11 @@ impl Layer {
         if self.node_keys.is_empty() {
             return None;
         }
-        Some(self.node_keys.partition_point(|&k| k <= x).saturating_sub(1))
+        Some(
+            self.node_keys
+                .partition_point(|&k| k <= x)
+                .saturating_sub(1),
+        )
     }
 
     /// The collection the next layer up indexes: one entry per node (record
@@ -279,7 +283,10 @@ mod tests {
     #[test]
     fn specs_display_and_parse() {
         let specs = [
-            BuilderSpec::GStep { pieces: 16, lambda: 4096 },
+            BuilderSpec::GStep {
+                pieces: 16,
+                lambda: 4096,
+            },
             BuilderSpec::GBand { lambda: 4096 },
             BuilderSpec::EBand { lambda: 256 },
         ];
@@ -292,7 +299,10 @@ mod tests {
         }
         assert_eq!(
             " gstep( 255 , 4096 ) ".parse::<BuilderSpec>().unwrap(),
-            BuilderSpec::GStep { pieces: 255, lambda: 4096 }
+            BuilderSpec::GStep {
+                pieces: 255,
+                lambda: 4096
+            }
         );
         assert_eq!(specs[0].node_kind(), NodeKind::Step { pieces: 16 });
         assert_eq!(specs[1].node_kind(), NodeKind::Band);
@@ -328,7 +338,10 @@ mod tests {
     fn empty_collection_gives_empty_layer() {
         let d = KeyPositions::from_sorted_keys(&[], 8, 512).unwrap();
         for spec in [
-            BuilderSpec::GStep { pieces: 4, lambda: 64 },
+            BuilderSpec::GStep {
+                pieces: 4,
+                lambda: 64,
+            },
             BuilderSpec::GBand { lambda: 64 },
             BuilderSpec::EBand { lambda: 64 },
         ] {

@@ -388,28 +388,40 @@ impl IntervalCone {
         Ok(true)
     }
 
+    #[inline(always)]
     fn check(&self, x: u64, lo: i64, hi: i64) -> Result<()> {
         let max_y = Self::MAX_ABS_Y.unsigned_abs();
-        if lo.unsigned_abs() > max_y || hi.unsigned_abs() > max_y {
-            return Err(crate::Error::invalid(format!(
-                "interval [{lo}, {hi}] is outside the cone's exact range +-{max_y}"
-            )));
-        }
-        if self.cone.points > 0 && x <= self.last_x {
-            return Err(crate::Error::invalid(format!(
-                "interval x must increase: {x} after {}",
-                self.last_x
-            )));
+        if lo.unsigned_abs() > max_y
+            || hi.unsigned_abs() > max_y
+            || (self.cone.points > 0 && x <= self.last_x)
+        {
+            return Err(self.rejection(x, lo, hi));
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rejection(&self, x: u64, lo: i64, hi: i64) -> crate::Error {
+        if self.cone.points > 0 && x <= self.last_x {
+            return crate::Error::invalid(format!(
+                "interval x must increase: {x} after {}",
+                self.last_x
+            ));
+        }
+        crate::Error::invalid(format!(
+            "interval [{lo}, {hi}] is outside the cone's exact range +-{}",
+            Self::MAX_ABS_Y
+        ))
     }
 
     /// The feasible lines of least and of greatest slope, each as two
     /// points it passes through; every line between them (e.g. their
     /// average) is feasible too. `None` until two intervals are accepted.
     ///
-    /// After [`push_upper`](Self::push_upper), minus infinity is stood in
-    /// for by `-MAX_ABS_Y`, so a line may pass that low there.
+    /// Minus infinity is stood in for by `-MAX_ABS_Y`: if one of the first
+    /// two intervals came from [`push_upper`](Self::push_upper), a line may
+    /// pass through that floor until a later bounded interval lifts it.
     pub fn extreme_lines(&self) -> Option<(IntLine, IntLine)> {
         if self.cone.points < 2 {
             return None;
@@ -600,7 +612,8 @@ mod tests {
         };
         pts.iter().all(|p| p.1 <= p.2)
             && (0..pts.len()).all(|i| {
-                (i + 1..pts.len()).all(|j| (j + 1..pts.len()).all(|k| reach(pts[i], pts[j], pts[k])))
+                (i + 1..pts.len())
+                    .all(|j| (j + 1..pts.len()).all(|k| reach(pts[i], pts[j], pts[k])))
             })
     }
 
@@ -650,12 +663,14 @@ mod tests {
             let mut x = 0;
             let pts: Vec<(i128, i128, i128)> = raw
                 .iter()
-                .map(|&(dx, lo, w, kind)| {
+                .enumerate()
+                .map(|(i, &(dx, lo, w, kind))| {
                     x += dx;
-                    // One point in four is bounded above only: its lower end
-                    // is the cone's own stand-in for minus infinity.
+                    // After the first two, one point in four is bounded
+                    // above only: its lower end is the cone's own stand-in
+                    // for minus infinity.
                     let floor = -(IntervalCone::MAX_ABS_Y as i128);
-                    let lo = if kind == 0 { floor } else { lo + x * 2 };
+                    let lo = if kind == 0 && i >= 2 { floor } else { lo + x * 2 };
                     (x, lo, lo.max(-20 + x * 2) + w)
                 })
                 .collect();

@@ -452,12 +452,7 @@ impl<S: Storage> PageCache<S> {
         self.inner.read_many(object, ranges)
     }
 
-    fn read_once(
-        &self,
-        object: &str,
-        ranges: &[Range<u64>],
-        snapshot: u64,
-    ) -> Result<Vec<Bytes>> {
+    fn read_once(&self, object: &str, ranges: &[Range<u64>], snapshot: u64) -> Result<Vec<Bytes>> {
         let ps = self.page_size;
         let known_len = self.known_len(object);
         if let Some(len) = known_len {
@@ -721,6 +716,8 @@ impl<S: Storage> Storage for PageCache<S> {
 }
 
 #[cfg(test)]
+// Expected request lists of one range are meant as such, not as ranges.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use crate::storage::Memory;

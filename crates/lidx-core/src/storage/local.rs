@@ -247,7 +247,7 @@ impl LocalDir {
                     filled += n;
                     // A read that is not a whole number of blocks stopped at
                     // the end of the file; the next offset would be unaligned.
-                    if n as u64 % DIRECT_ALIGN != 0 {
+                    if !(n as u64).is_multiple_of(DIRECT_ALIGN) {
                         break;
                     }
                 }
