@@ -155,8 +155,12 @@ pub struct LmdbCold {
 
 impl LmdbCold {
     /// Writes `keys` (sorted; duplicates keep their first rank) with their
-    /// ranks as values into a fresh environment in `dir`, synced.
+    /// ranks as values into a fresh environment in `dir` (anything already
+    /// there is removed), synced.
     pub fn create(dir: &Path, keys: &[u64]) -> Result<Self> {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| lidx_core::Error::io(dir, e))?;
+        }
         std::fs::create_dir_all(dir).map_err(|e| lidx_core::Error::io(dir, e))?;
         let mut pairs: Vec<(u64, u64)> = keys
             .iter()
@@ -179,8 +183,11 @@ impl LmdbCold {
         local.evict("data.mdb")
     }
 
-    /// Opens the environment, looks `key` up and closes it again.
-    pub fn cold_get(&self, key: u64) -> Result<Option<u64>> {
+    /// Opens the environment, looks `key` up and closes it again; returns
+    /// the value and the time from opening to the answer (closing is not
+    /// counted).
+    pub fn cold_get(&self, key: u64) -> Result<(Option<u64>, std::time::Duration)> {
+        let started = std::time::Instant::now();
         let mut options = EnvOpenOptions::new();
         options.max_dbs(1);
         // SAFETY: the directory was written by `create` and nothing else in
@@ -194,7 +201,8 @@ impl LmdbCold {
             let db = db.ok_or_else(|| backend(ENGINE, "database missing"))?;
             db.get(&rtxn, &key).map_err(|e| backend(ENGINE, e))?
         };
+        let elapsed = started.elapsed();
         env.prepare_for_closing().wait();
-        Ok(found)
+        Ok((found, elapsed))
     }
 }
