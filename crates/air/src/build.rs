@@ -9,7 +9,7 @@ use std::time::Instant;
 use lidx_core::storage::{Storage, StorageProfile};
 use lidx_core::{Error, Result};
 
-use crate::design::{DesignReport, LayerReport};
+use crate::design::DesignReport;
 use crate::format::{self, DataLayout, LayerDescriptor, Meta};
 use crate::geometry::RecordGeometry;
 use crate::keypos::KeyPositions;
@@ -229,22 +229,11 @@ fn new_generation() -> u64 {
 /// The design report of `tuned` without writing anything (for what-if
 /// comparisons such as the baselines' modelled costs).
 pub fn describe(tuned: &Tuned, data: &KeyPositions, profile: &StorageProfile) -> DesignReport {
-    DesignReport {
-        layers: tuned
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, t)| LayerReport::new(i + 1, t))
-            .collect(),
-        modeled_cost_ns: tuned.modeled_cost_ns,
-        root_read_bytes: tuned.root_read_bytes,
-        root_cost_ns: tuned.root_cost_ns,
-        data_records: data.geometry.records,
-        distinct_keys: data.len() as u64,
-        data_bytes: data.geometry.physical_len(),
-        profile: profile.to_string(),
-        build_s: 0.0,
-        tune_s: 0.0,
-        write_s: 0.0,
-    }
+    DesignReport::from_tuned(
+        tuned,
+        data.geometry.records,
+        data.len() as u64,
+        data.geometry.physical_len(),
+        profile,
+    )
 }

@@ -71,6 +71,24 @@ pub struct DesignReport {
 impl DesignReport {
     /// Report for a written index.
     pub fn new(meta: &Meta, tuned: &Tuned, profile: &StorageProfile) -> Self {
+        Self::from_tuned(
+            tuned,
+            meta.data.records,
+            meta.distinct_keys,
+            meta.data.physical_len(),
+            profile,
+        )
+    }
+
+    /// Report for design `tuned` over a data layer of `data_records`
+    /// records (`distinct_keys` distinct), `data_bytes` on storage.
+    pub fn from_tuned(
+        tuned: &Tuned,
+        data_records: u64,
+        distinct_keys: u64,
+        data_bytes: u64,
+        profile: &StorageProfile,
+    ) -> Self {
         DesignReport {
             layers: tuned
                 .layers
@@ -81,9 +99,9 @@ impl DesignReport {
             modeled_cost_ns: tuned.modeled_cost_ns,
             root_read_bytes: tuned.root_read_bytes,
             root_cost_ns: tuned.root_cost_ns,
-            data_records: meta.data.records,
-            distinct_keys: meta.distinct_keys,
-            data_bytes: meta.data.physical_len(),
+            data_records,
+            distinct_keys,
+            data_bytes,
             profile: profile.to_string(),
             build_s: 0.0,
             tune_s: 0.0,
