@@ -24,6 +24,12 @@ pub struct Config {
     pub initial_group_size: usize,
     /// Most second-stage models in the root's two-stage RMI. Default 65536.
     pub max_root_models: usize,
+    /// The sequential-insert hint (§3.5.2): records each group can append
+    /// in place after its array when keys arrive above it, instead of
+    /// inserting them into the delta index. 0 (the default) disables it.
+    /// Every group pre-allocates its slots: about `16 + size_of::<OnceLock<K>>()`
+    /// bytes each (32 for `u64` keys), so keep it small with many groups.
+    pub sequential_capacity: usize,
     /// Pause between background maintenance passes; `None` starts no
     /// background thread (maintenance then runs only through
     /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
@@ -39,6 +45,7 @@ impl Default for Config {
             max_models: 4,
             initial_group_size: 4096,
             max_root_models: 1 << 16,
+            sequential_capacity: 0,
             maintenance_interval: Some(Duration::from_millis(20)),
         }
     }

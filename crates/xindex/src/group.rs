@@ -25,23 +25,59 @@ use lidx_core::search::{lower_bound_within, partition_by};
 
 use crate::delta::Delta;
 use crate::record::RecordCell;
+use crate::tail::Tail;
 
-/// Keys and their record cells, sorted by key, never resized.
+/// Keys and their record cells, sorted by key, never resized; optionally
+/// followed by an append-only [`Tail`] (the sequential-insert fast path).
 pub(crate) struct Records<K> {
     pub(crate) keys: Box<[K]>,
     pub(crate) cells: Box<[RecordCell]>,
+    pub(crate) tail: Option<Tail<K>>,
     /// Records removed since this array was built: a compaction trigger.
     pub(crate) removed: AtomicUsize,
 }
 
-impl<K> Records<K> {
-    fn new(keys: Vec<K>, cells: Vec<RecordCell>) -> Self {
+impl<K: Ord + Clone> Records<K> {
+    fn new(keys: Vec<K>, cells: Vec<RecordCell>, tail_capacity: usize, tail_open: bool) -> Self {
         debug_assert_eq!(keys.len(), cells.len());
         Records {
             keys: keys.into_boxed_slice(),
             cells: cells.into_boxed_slice(),
+            tail: (tail_capacity > 0).then(|| Tail::new(tail_capacity, tail_open)),
             removed: AtomicUsize::new(0),
         }
+    }
+
+    /// Array length and published tail length: records `0..array` are in
+    /// the array, `array..array + tail` in the tail, all in key order.
+    #[inline]
+    pub(crate) fn lengths(&self) -> (usize, usize) {
+        (self.keys.len(), self.tail.as_ref().map_or(0, |t| t.len()))
+    }
+
+    /// Key of record `i` of the combined order (`i` below the summed
+    /// [`lengths`](Self::lengths)).
+    #[inline]
+    pub(crate) fn key_at(&self, i: usize) -> Option<&K> {
+        match i.checked_sub(self.keys.len()) {
+            None => self.keys.get(i),
+            Some(j) => self.tail.as_ref()?.key(j),
+        }
+    }
+
+    /// Cell of record `i` of the combined order.
+    #[inline]
+    pub(crate) fn cell_at(&self, i: usize) -> &RecordCell {
+        match i.checked_sub(self.keys.len()) {
+            None => &self.cells[i],
+            Some(j) => self.tail.as_ref().expect("index below lengths()").cell(j),
+        }
+    }
+
+    /// Whether `key` is above every array key (tail territory).
+    #[inline]
+    pub(crate) fn above_array(&self, key: &K) -> bool {
+        self.keys.last().is_none_or(|last| key > last)
     }
 }
 
@@ -110,6 +146,7 @@ impl<K: Key> Group<K> {
         words: Vec<u64>,
         error_bound: usize,
         max_models: usize,
+        tail_capacity: usize,
     ) -> Self {
         let mut count = 1;
         let mut models = fit_models(&keys, count);
@@ -120,7 +157,7 @@ impl<K: Key> Group<K> {
         let cells = words.into_iter().map(RecordCell::live).collect();
         Group {
             pivot,
-            records: Arc::new(Records::new(keys, cells)),
+            records: Arc::new(Records::new(keys, cells, tail_capacity, true)),
             models,
             buf: Arc::new(Delta::new()),
             tmp: OnceLock::new(),
@@ -129,7 +166,8 @@ impl<K: Key> Group<K> {
     }
 
     /// The merge phase's new group: every record points at the live record
-    /// it was merged from.
+    /// it was merged from. Its tail (if `tail_capacity > 0`) stays closed
+    /// until maintenance opens it after the copy phase.
     ///
     /// # Safety
     ///
@@ -141,6 +179,7 @@ impl<K: Key> Group<K> {
         merged: Vec<(K, &RecordCell)>,
         model_count: usize,
         buf: Arc<Delta<K>>,
+        tail_capacity: usize,
     ) -> Self {
         let mut keys = Vec::with_capacity(merged.len());
         let mut cells = Vec::with_capacity(merged.len());
@@ -152,7 +191,7 @@ impl<K: Key> Group<K> {
         let models = fit_models(&keys, model_count);
         Group {
             pivot,
-            records: Arc::new(Records::new(keys, cells)),
+            records: Arc::new(Records::new(keys, cells, tail_capacity, false)),
             models,
             buf,
             tmp: OnceLock::new(),
@@ -210,15 +249,50 @@ impl<K: Key> Group<K> {
         (self.records.keys.get(i) == Some(key)).then_some(i)
     }
 
-    /// Index of the first record inside `bound`.
-    pub(crate) fn first_index(&self, bound: Bound<&K>) -> usize {
-        match bound {
+    /// The array or tail record holding exactly `key`.
+    #[inline]
+    pub(crate) fn record(&self, key: &K) -> Option<&RecordCell> {
+        if let Some(i) = self.find(key) {
+            return Some(&self.records.cells[i]);
+        }
+        match &self.records.tail {
+            Some(tail) if self.records.above_array(key) => tail.find(key),
+            _ => None,
+        }
+    }
+
+    /// The tail whose lock an insert of `key` must take, if the group has
+    /// one and `key` is above the array.
+    #[inline]
+    pub(crate) fn tail_for(&self, key: &K) -> Option<&Tail<K>> {
+        self.records
+            .tail
+            .as_ref()
+            .filter(|_| self.records.above_array(key))
+    }
+
+    /// Index (in the combined array-then-tail order, of which the first
+    /// `tail_len` tail records count) of the first record inside `bound`.
+    pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize) -> usize {
+        let keys = &self.records.keys;
+        let array = match bound {
             Bound::Unbounded => 0,
             Bound::Included(key) => self.lower_bound(key),
             Bound::Excluded(key) => {
                 let i = self.lower_bound(key);
-                i + partition_by(&self.records.keys[i..], |k| k <= key)
+                i + partition_by(&keys[i..], |k| k <= key)
             }
+        };
+        match &self.records.tail {
+            Some(tail) if array == keys.len() => {
+                array
+                    + match bound {
+                        Bound::Unbounded => 0,
+                        Bound::Included(key) => tail.partition(tail_len, |k| k < key),
+                        Bound::Excluded(key) => tail.partition(tail_len, |k| k <= key),
+                    }
+            }
+            _ => array,
         }
     }
 
@@ -247,7 +321,7 @@ mod tests {
     fn models_split_data_evenly_and_find_everything() {
         let keys: Vec<u64> = (0..1000u64).map(|i| i * i).collect();
         let words: Vec<u64> = (0..1000).collect();
-        let g = Group::from_values(None, keys.clone(), words, 8, 4);
+        let g = Group::from_values(None, keys.clone(), words, 8, 4, 0);
         assert!(g.models.len() > 1 && g.models.len() <= 4);
         assert_eq!(g.models.iter().map(|m| m.len).sum::<usize>(), 1000);
         for (i, k) in keys.iter().enumerate() {
@@ -255,16 +329,35 @@ mod tests {
             assert_eq!(g.records.cells[i].read(), Some(i as u64));
         }
         assert_eq!(g.find(&2), None);
-        assert_eq!(g.first_index(Bound::Excluded(&4)), 3);
-        assert_eq!(g.first_index(Bound::Included(&5)), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&4), 0), 3);
+        assert_eq!(g.first_index(Bound::Included(&5), 0), 3);
     }
 
     #[test]
     fn empty_group_finds_nothing() {
-        let g = Group::<u64>::from_values(None, vec![], vec![], 32, 4);
+        let g = Group::<u64>::from_values(None, vec![], vec![], 32, 4, 0);
         assert_eq!(g.models.len(), 1);
         assert_eq!(g.find(&7), None);
-        assert_eq!(g.first_index(Bound::Unbounded), 0);
+        assert_eq!(g.first_index(Bound::Unbounded, 0), 0);
+    }
+
+    #[test]
+    fn tail_records_follow_the_array() {
+        let g = Group::from_values(None, vec![10u64, 20, 30], vec![1, 2, 3], 32, 4, 4);
+        let tail = g.tail_for(&35).expect("35 is above the array");
+        assert!(g.tail_for(&25).is_none());
+        assert!(tail.try_append(&35, 4));
+        assert!(tail.try_append(&40, 5));
+        assert_eq!(g.record(&35).and_then(|c| c.read()), Some(4));
+        assert_eq!(g.record(&20).and_then(|c| c.read()), Some(2));
+        assert!(g.record(&36).is_none());
+        assert_eq!(g.records.lengths(), (3, 2));
+        assert_eq!(g.records.key_at(4), Some(&40));
+        assert_eq!(g.records.cell_at(3).read(), Some(4));
+        assert_eq!(g.first_index(Bound::Excluded(&30), 2), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&35), 2), 4);
+        assert_eq!(g.first_index(Bound::Included(&41), 2), 5);
+        assert_eq!(g.first_index(Bound::Included(&25), 2), 2);
     }
 
     proptest! {
@@ -280,7 +373,7 @@ mod tests {
             let models = fit_models(&keys, count);
             let n = keys.len();
             let words = vec![0; n];
-            let mut g = Group::from_values(None, keys.clone(), words, 32, 1);
+            let mut g = Group::from_values(None, keys.clone(), words, 32, 1, 0);
             g.models = models;
             for p in probes.iter().chain(keys.iter()) {
                 prop_assert_eq!(g.lower_bound(p), keys.partition_point(|k| k < p));

@@ -64,15 +64,28 @@ impl<K: Key, V: Value> XIndex<K, V> {
         let mut groups = Vec::new();
         let mut chunks = pairs.chunks(config.initial_group_size).peekable();
         if chunks.peek().is_none() {
-            let empty = Group::from_values(None, Vec::new(), Vec::new(), config.error_bound, 1);
+            let empty = Group::from_values(
+                None,
+                Vec::new(),
+                Vec::new(),
+                config.error_bound,
+                1,
+                config.sequential_capacity,
+            );
             groups.push(Owned::new(empty).into_shared(&guard));
         }
         for (i, chunk) in chunks.enumerate() {
             let keys: Vec<K> = chunk.iter().map(|(k, _)| k.clone()).collect();
             let words: Vec<u64> = chunk.iter().map(|(_, v)| v.to_word()).collect();
             let pivot = (i > 0).then(|| keys[0].clone());
-            let group =
-                Group::from_values(pivot, keys, words, config.error_bound, config.max_models);
+            let group = Group::from_values(
+                pivot,
+                keys,
+                words,
+                config.error_bound,
+                config.max_models,
+                config.sequential_capacity,
+            );
             groups.push(Owned::new(group).into_shared(&guard));
         }
         let leaves = groups.len().div_ceil(4);
@@ -86,7 +99,9 @@ impl<K: Key, V: Value> XIndex<K, V> {
         drop(guard);
         let interval = config.maintenance_interval;
         let inner = Arc::new(Inner::new(root, config, len));
-        let worker = interval.map(|interval| Worker::start(Arc::clone(&inner), interval));
+        let worker = interval
+            .map(|interval| Worker::start(Arc::clone(&inner), interval))
+            .transpose()?;
         Ok(XIndex {
             inner,
             worker,
@@ -182,7 +197,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
                     break;
                 }
                 groups.push(GroupStats {
-                    records: group.records.keys.len(),
+                    records: {
+                        let (array, tail) = group.records.lengths();
+                        array + tail
+                    },
                     removed_records: group.records.removed.load(Ordering::Relaxed),
                     error_bounds: group.models.iter().map(|m| m.max_error).collect(),
                     delta_len: group.buf.len() + group.tmp().map_or(0, |t| t.len()),
@@ -224,7 +242,7 @@ impl<K: Key, V: Value> Drop for XIndex<K, V> {
 }
 
 impl Worker {
-    fn start<K: Key>(inner: Arc<Inner<K>>, interval: Duration) -> Self {
+    fn start<K: Key>(inner: Arc<Inner<K>>, interval: Duration) -> Result<Self> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -244,13 +262,14 @@ impl Worker {
                     inner.maintain();
                 }
             })
-            // Without a thread the index would silently never compact; an
-            // OS refusing a thread at construction is unrecoverable here.
-            .expect("spawning the XIndex maintenance thread");
-        Worker {
+            .map_err(|e| Error::Backend {
+                engine: "lidx-xindex",
+                message: format!("cannot start the maintenance thread: {e}"),
+            })?;
+        Ok(Worker {
             stop,
             handle: Some(handle),
-        }
+        })
     }
 
     fn stop(&mut self) {

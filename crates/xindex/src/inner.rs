@@ -175,13 +175,17 @@ impl<K: Key> Inner<K> {
             };
             let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
             let lower_ref = bound_ref(&lower);
-            let keys = &group.records.keys;
-            let cells = &group.records.cells;
-            let mut at = group.first_index(lower_ref);
+            let records = &group.records;
+            let (array_len, tail_len) = records.lengths();
+            let end = array_len + tail_len;
+            let mut at = group.first_index(lower_ref, tail_len);
             let mut buf = group.buf.first_from(lower_ref, &guard);
             let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref, &guard));
             loop {
-                let array_key = keys.get(at).filter(|k| in_range(k));
+                let array_key = (at < end)
+                    .then(|| records.key_at(at))
+                    .flatten()
+                    .filter(|k| in_range(k));
                 let buf_key = buf.as_ref().map(|e| e.key()).filter(|k| in_range(k));
                 let tmp_key = tmp.as_ref().map(|e| e.key()).filter(|k| in_range(k));
                 let Some(smallest) = [array_key, buf_key, tmp_key].into_iter().flatten().min()
@@ -193,7 +197,7 @@ impl<K: Key> Inner<K> {
                 // get's order and skip the rest, so no key repeats.
                 let mut value = None;
                 if array_key == Some(smallest) {
-                    value = cells[at].read();
+                    value = records.cell_at(at).read();
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
@@ -229,8 +233,8 @@ impl<K: Key> Inner<K> {
 /// Reads `key` in `group`: array, `buf`, `tmp_buf`.
 #[inline]
 fn read_in_group<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
-    if let Some(i) = group.find(key)
-        && let Some(word) = group.records.cells[i].read()
+    if let Some(cell) = group.record(key)
+        && let Some(word) = cell.read()
     {
         return Some(word);
     }
@@ -246,12 +250,28 @@ fn read_in_group<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64
 pub(crate) fn try_put<K: Key>(group: &Group<K>, key: &K, word: u64, guard: &Guard) -> Attempt {
     // In place in the array; a removed array record is never revived, so
     // the compaction that skipped it cannot lose this put.
-    if let Some(i) = group.find(key)
-        && let Outcome::Applied(previous) = group.records.cells[i].write(Write::Put(word), false)
+    if let Some(cell) = group.record(key)
+        && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
         return Attempt::Done(previous);
     }
-    if !group.buf.is_frozen() {
+    if let Some(tail) = group.tail_for(key) {
+        // Sequential fast path: every insert above the array holds the
+        // tail lock, so "in neither tail nor delta, append" cannot race
+        // with a delta insert of the same key.
+        let _serial = tail.lock.lock();
+        if let Some(cell) = tail.find(key)
+            && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+        {
+            return Attempt::Done(previous);
+        }
+        if !group.buf.is_frozen() {
+            if group.buf.get(key, guard).is_none() && tail.try_append(key, word) {
+                return Attempt::Done(None);
+            }
+            return Attempt::Done(group.buf.upsert(key, word, guard));
+        }
+    } else if !group.buf.is_frozen() {
         // Seen unfrozen inside this pin: the merge phase starts only after
         // a barrier that waits for us, so this insert will be merged.
         return Attempt::Done(group.buf.upsert(key, word, guard));
@@ -272,8 +292,8 @@ pub(crate) fn try_put<K: Key>(group: &Group<K>, key: &K, word: u64, guard: &Guar
 /// Remove, as a put of the removed flag. Never inserts, so never retries:
 /// with `buf` frozen and no `tmp_buf` yet, no live copy can exist anywhere.
 fn try_remove<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
-    if let Some(i) = group.find(key)
-        && let Outcome::Applied(previous) = group.records.cells[i].write(Write::Remove, false)
+    if let Some(cell) = group.record(key)
+        && let Outcome::Applied(previous) = cell.write(Write::Remove, false)
     {
         group.note_removed();
         return previous;

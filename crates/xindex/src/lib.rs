@@ -38,6 +38,7 @@ mod record;
 mod root;
 mod stats;
 mod sync;
+mod tail;
 mod value;
 
 #[cfg(all(test, not(xindex_loom)))]

@@ -28,6 +28,19 @@ use crate::root::Root;
 /// A group pointer as read by maintenance: alive for the whole pass.
 type GroupPtr<K> = Shared<'static, Group<K>>;
 
+/// Groups waiting for compaction in this pass, in key order, with the
+/// location each is installed at.
+type Pending<K> = Vec<(&'static Atomic<Group<K>>, GroupPtr<K>)>;
+
+/// Records compacted together under one pair of epoch barriers; bounds the
+/// transient memory of a batch (pointer cells plus cloned keys, about
+/// `16 + size_of::<K>()` bytes per record).
+#[cfg(not(test))]
+const BATCH_RECORDS: usize = 1 << 18;
+/// Tests use tiny indexes; a small batch makes passes flush mid-walk.
+#[cfg(test)]
+const BATCH_RECORDS: usize = 48;
+
 /// Defers the destruction of an unlinked node until every thread pinned
 /// now has unpinned.
 ///
@@ -48,21 +61,23 @@ fn live_records<K: Key>(
     group: &'static Group<K>,
     guard: &'static Guard,
 ) -> Vec<(K, &'static RecordCell)> {
-    let keys = &group.records.keys;
-    let cells = &group.records.cells;
+    let records = &group.records;
+    let (array_len, tail_len) = records.lengths();
+    let end = array_len + tail_len;
     let mut delta = group.buf.iter(guard).peekable();
-    let mut out = Vec::with_capacity(keys.len() + group.buf.len());
+    let mut out = Vec::with_capacity(end + group.buf.len());
     let mut at = 0usize;
     loop {
-        let take_array = match (keys.get(at), delta.peek()) {
+        let array_key = (at < end).then(|| records.key_at(at)).flatten();
+        let take_array = match (array_key, delta.peek()) {
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (Some(a), Some((d, _))) => a <= *d,
         };
-        let (key, cell) = if take_array {
+        let (key, cell) = if let (true, Some(key)) = (take_array, array_key) {
             at += 1;
-            (&keys[at - 1], &cells[at - 1])
+            (key, records.cell_at(at - 1))
         } else {
             delta.next().expect("peeked")
         };
@@ -87,19 +102,38 @@ impl<K: Key> Inner<K> {
         let mut changed = false;
         let mut reshaped = false;
         let root = self.current_root(guard);
+        // Compactions are batched: every group due for one in this pass is
+        // frozen, merged and copied together, so the pass waits for two
+        // epoch barriers per batch instead of two per group.
+        let mut pending: Pending<K> = Vec::new();
+        let mut pending_records = 0usize;
         for slot in root.slots.iter() {
-            let mut location = slot;
+            let mut location: &'static Atomic<Group<K>> = slot;
             loop {
                 let shared = location.load(Ordering::Acquire, guard);
                 if shared.is_null() {
                     break;
                 }
-                let (last, acted, new_groups) = self.adjust(location, shared, guard);
+                let (mut last, acted, new_groups) =
+                    self.adjust(location, shared, &mut pending, &mut pending_records, guard);
                 changed |= acted;
                 reshaped |= new_groups;
+                if pending_records >= BATCH_RECORDS {
+                    let queued_last = pending
+                        .last()
+                        .is_some_and(|(_, g)| std::ptr::eq(g.as_raw(), last));
+                    let replacement = self.compact_batch(&mut pending, guard);
+                    // If `last` itself was just replaced, the walk continues
+                    // from its replacement's `next`.
+                    if let (true, Some(replacement)) = (queued_last, replacement) {
+                        last = replacement;
+                    }
+                    pending_records = 0;
+                }
                 location = &last.next;
             }
         }
+        self.compact_batch(&mut pending, guard);
         if reshaped {
             self.update_root(guard);
         }
@@ -119,10 +153,13 @@ impl<K: Key> Inner<K> {
     /// Applies Table 2 to one group at `location`. Returns the last group
     /// now standing where it stood (its `next` continues the walk), whether
     /// anything changed, and whether groups were created.
+    /// A group due for compaction is queued in `pending` instead.
     fn adjust(
         &self,
-        location: &Atomic<Group<K>>,
+        location: &'static Atomic<Group<K>>,
         shared: GroupPtr<K>,
+        pending: &mut Pending<K>,
+        pending_records: &mut usize,
         guard: &'static Guard,
     ) -> (&'static Group<K>, bool, bool) {
         let c = &self.config;
@@ -155,12 +192,18 @@ impl<K: Key> Inner<K> {
         }
         // SAFETY: as above (a freshly installed node or the original one).
         let node = unsafe { current.deref() };
-        let records = node.records.keys.len();
+        let (records, appended) = node.records.lengths();
         let removed = node.records.removed.load(Ordering::Relaxed);
-        if node.buf.len() > 0 || (removed > 0 && removed as f64 >= records as f64 * c.tolerance) {
-            let compacted = self.compact(location, current, guard);
-            Counters::bump(&self.counters.compactions);
-            return (compacted, true, false);
+        // A half-full tail is folded into the array early, so a fresh tail
+        // is ready before sequential inserts would spill into the delta.
+        let tail_half_full = c.sequential_capacity > 0 && appended * 2 >= c.sequential_capacity;
+        if node.buf.len() > 0
+            || tail_half_full
+            || (removed > 0 && removed as f64 >= (records + appended) as f64 * c.tolerance)
+        {
+            pending.push((location, current));
+            *pending_records += records + appended + node.buf.len();
+            return (node, true, false);
         }
         (node, acted, false)
     }
@@ -200,39 +243,63 @@ impl<K: Key> Inner<K> {
         node
     }
 
-    /// Two-Phase Compaction (Algorithm 3). Returns the new group.
-    fn compact(
+    /// Two-Phase Compaction (Algorithm 3) of every queued group, sharing
+    /// the barriers. Returns the replacement of the last queued group.
+    fn compact_batch(
         &self,
-        location: &Atomic<Group<K>>,
-        shared: GroupPtr<K>,
+        pending: &mut Pending<K>,
         guard: &'static Guard,
-    ) -> &'static Group<K> {
-        // SAFETY: reachable from the current root.
-        let old = unsafe { shared.deref() };
-        // Merge phase. Freeze, then wait until every writer that saw `buf`
-        // unfrozen has finished: from here on `buf` only gets in-place
-        // updates and the array and `buf` can be referenced record by record.
-        old.buf.freeze();
+    ) -> Option<&'static Group<K>> {
+        if pending.is_empty() {
+            return None;
+        }
+        // Merge phase. Freeze, then wait until every writer that saw a
+        // `buf` unfrozen has finished: from here on the deltas only get
+        // in-place updates and every record can be referenced.
+        for (_, shared) in pending.iter() {
+            // SAFETY: reachable from the current root.
+            unsafe { shared.deref() }.buf.freeze();
+        }
         self.hooks.fire(Phase::Frozen);
         synchronize();
-        let tmp = Arc::new(Delta::new());
-        let tmp = Arc::clone(old.tmp.get_or_init(|| tmp));
-        let merged = live_records(old, guard);
-        // SAFETY: the targets live in `old`'s array and delta, and `old` is
-        // retired only after the copy phase, with `defer_destroy`.
-        let new = unsafe { Group::from_pointers(old.pivot.clone(), merged, old.models.len(), tmp) };
-        new.next
-            .store(old.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
-        let new = Owned::new(new).into_shared(guard);
-        self.hooks.fire(Phase::Merged);
-        location.store(new, Ordering::Release);
-        self.hooks.fire(Phase::Installed);
-        // SAFETY: just built and installed; only this pass retires it.
-        let new = unsafe { new.deref() };
-        self.copy_phase(&[new]);
-        // SAFETY: unlinked above; the copy phase no longer needs it.
-        unsafe { retire(shared) };
-        new
+        let mut built = Vec::with_capacity(pending.len());
+        // Right to left: a group reached through its predecessor's `next`
+        // is installed there first, so the predecessor's replacement copies
+        // the new link.
+        for &(location, shared) in pending.iter().rev() {
+            // SAFETY: reachable from the current root.
+            let old = unsafe { shared.deref() };
+            let tmp = Arc::new(Delta::new());
+            let tmp = Arc::clone(old.tmp.get_or_init(|| tmp));
+            let merged = live_records(old, guard);
+            // SAFETY: the targets live in `old`'s records and delta, and
+            // `old` is retired only after the copy phase, with `defer_destroy`.
+            let new = unsafe {
+                Group::from_pointers(
+                    old.pivot.clone(),
+                    merged,
+                    old.models.len(),
+                    tmp,
+                    self.config.sequential_capacity,
+                )
+            };
+            new.next
+                .store(old.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
+            let new = Owned::new(new).into_shared(guard);
+            self.hooks.fire(Phase::Merged);
+            location.store(new, Ordering::Release);
+            self.hooks.fire(Phase::Installed);
+            // SAFETY: just built and installed; only this pass retires it.
+            built.push(unsafe { new.deref() });
+        }
+        self.copy_phase(&built);
+        for (_, shared) in pending.drain(..) {
+            // SAFETY: replaced at its only location above; the copy phase
+            // no longer needs its records.
+            unsafe { retire(shared) };
+            Counters::bump(&self.counters.compactions);
+        }
+        built.first().copied()
     }
 
     /// Copy phase: after a barrier (no operation still uses the replaced
@@ -243,6 +310,12 @@ impl<K: Key> Inner<K> {
         for group in groups {
             for cell in group.records.cells.iter() {
                 cell.resolve_pointer();
+            }
+            // The barrier above also retired every operation on the
+            // predecessor, the only writers that could insert into this
+            // group's delta without its tail lock: appends are safe now.
+            if let Some(tail) = &group.records.tail {
+                tail.open();
             }
         }
         self.hooks.fire(Phase::Copied);
@@ -287,11 +360,12 @@ impl<K: Key> Inner<K> {
         let cut = merged.partition_point(|(k, _)| k < &split_key);
         let upper = merged.split_off(cut);
         let models = old.models.len();
+        let capacity = self.config.sequential_capacity;
         // SAFETY: the targets live in `old`, retired after the copy phase.
         let (ga, gb) = unsafe {
             (
-                Group::from_pointers(old.pivot.clone(), merged, models, left_tmp),
-                Group::from_pointers(Some(split_key), upper, models, right_tmp),
+                Group::from_pointers(old.pivot.clone(), merged, models, left_tmp, capacity),
+                Group::from_pointers(Some(split_key), upper, models, right_tmp, capacity),
             )
         };
         gb.next.store(after, Ordering::Relaxed);
@@ -372,7 +446,15 @@ impl<K: Key> Inner<K> {
         let mut merged = live_records(ga, guard);
         merged.extend(live_records(gb, guard));
         // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
-        let m = unsafe { Group::from_pointers(ga.pivot.clone(), merged, 1, tmp_a) };
+        let m = unsafe {
+            Group::from_pointers(
+                ga.pivot.clone(),
+                merged,
+                1,
+                tmp_a,
+                self.config.sequential_capacity,
+            )
+        };
         let m = Owned::new(m).into_shared(guard);
         self.hooks.fire(Phase::Merged);
         // Install the merged group before emptying the second slot, so a
@@ -437,7 +519,11 @@ impl<K: Key> Inner<K> {
 fn median_key<K: Key>(group: &Group<K>) -> Option<K> {
     // `buf` is not frozen yet: walk it under a real pin while writers insert.
     let guard = epoch::pin();
-    let mut keys: Vec<&K> = group.records.keys.iter().collect();
+    let records = &group.records;
+    let (array_len, tail_len) = records.lengths();
+    let mut keys: Vec<&K> = (0..array_len + tail_len)
+        .filter_map(|i| records.key_at(i))
+        .collect();
     keys.extend(group.buf.iter(&guard).map(|(k, _)| k));
     keys.sort_unstable();
     keys.dedup();

@@ -258,11 +258,9 @@ impl<K: Key> Root<K> {
         guard: &'g Guard,
     ) -> (&'g Group<K>, Option<&'g K>) {
         let mut group = self.slot_group(predicted, guard);
-        loop {
-            // SAFETY: as above; `next` links are unlinked before reclamation.
-            let Some(next) = (unsafe { group.next.load(Ordering::Acquire, guard).as_ref() }) else {
-                break;
-            };
+        // SAFETY: `next` links are unlinked before their groups are
+        // reclaimed (with `defer_destroy`), and `guard` is pinned.
+        while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
             match (&next.pivot, key) {
                 (Some(p), Some(key)) if p <= key => group = next,
                 (pivot, _) => return (group, pivot.as_ref()),
@@ -284,7 +282,7 @@ mod tests {
         std::iter::once(None)
             .chain(pivots.iter().map(|&p| Some(p)))
             .map(|pivot| {
-                Owned::new(Group::from_values(pivot, vec![], vec![], 32, 1)).into_shared(guard)
+                Owned::new(Group::from_values(pivot, vec![], vec![], 32, 1, 0)).into_shared(guard)
             })
             .collect()
     }

@@ -9,16 +9,15 @@
 //! the recorded operations.
 
 use std::collections::HashSet;
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::tiny_config;
+use super::{tiny_config, tiny_sequential_config};
 use crate::XIndex;
 
-const RUNS: u64 = 2000;
+const RUNS: u64 = 4000;
 const THREADS: u64 = 3;
 const OPS_PER_THREAD: u64 = 5;
 const KEYS: [u64; 3] = [40, 41, 93];
@@ -113,6 +112,34 @@ fn checker_rejects_a_stale_read() {
     ));
 }
 
+/// Releases all threads at once without parking, so threads that are on
+/// a core at the same time start their operations together.
+struct SpinBarrier {
+    waiting: AtomicUsize,
+    parties: usize,
+}
+
+impl SpinBarrier {
+    fn new(parties: usize) -> Self {
+        SpinBarrier {
+            waiting: AtomicUsize::new(0),
+            parties,
+        }
+    }
+
+    fn wait(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut spins = 0u32;
+        while self.waiting.load(Ordering::SeqCst) < self.parties {
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
 fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
     let mut rng = ChaCha8Rng::seed_from_u64(run);
     // Background keys so groups exist around the checked ones; the checked
@@ -124,8 +151,15 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
         }
     }
     initial.sort_unstable();
-    let index = XIndex::bulk_load(initial.iter().copied(), tiny_config()).unwrap();
-    let start = Barrier::new(THREADS as usize + 1);
+    // Odd runs use the sequential fast path (checked keys above an array
+    // go through the tail lock and may be appended).
+    let config = if run % 2 == 1 {
+        tiny_sequential_config()
+    } else {
+        tiny_config()
+    };
+    let index = XIndex::bulk_load(initial.iter().copied(), config).unwrap();
+    let start = SpinBarrier::new(THREADS as usize + 1);
     let done = AtomicBool::new(false);
     let mut events: Vec<Event> = Vec::new();
     std::thread::scope(|s| {
@@ -154,7 +188,7 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
                     let mut mine = Vec::new();
                     start.wait();
                     for i in 0..OPS_PER_THREAD {
-                        for _ in 0..rng.random_range(0..3000) {
+                        for _ in 0..rng.random_range(0..200) {
                             std::hint::spin_loop();
                         }
                         let key = KEYS[rng.random_range(0..KEYS.len())];
@@ -235,8 +269,10 @@ fn random_small_histories_are_linearizable() {
             overlapping += 1;
         }
     }
+    // Typically 10-40% of runs overlap on two loaded cores; demand a floor
+    // that still means a hundred histories with real concurrency.
     assert!(
-        overlapping > RUNS / 10,
+        overlapping >= RUNS / 20,
         "only {overlapping} of {RUNS} runs had concurrent operations"
     );
 }

@@ -21,7 +21,16 @@ pub(crate) fn tiny_config() -> Config {
         max_models: 2,
         initial_group_size: 8,
         max_root_models: 4,
+        sequential_capacity: 0,
         maintenance_interval: None,
+    }
+}
+
+/// [`tiny_config`] with the sequential-insert fast path on (tiny tails).
+pub(crate) fn tiny_sequential_config() -> Config {
+    Config {
+        sequential_capacity: 3,
+        ..tiny_config()
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{settle, tiny_config};
+use super::{settle, tiny_config, tiny_sequential_config};
 use crate::{Config, XIndex};
 
 #[derive(Clone, Debug)]
@@ -94,6 +94,27 @@ proptest! {
         ops in proptest::collection::vec(op(300), 1..250),
     ) {
         let index = XIndex::bulk_load(start.clone(), tiny_config()).unwrap();
+        let mut oracle = start;
+        run(&index, &mut oracle, &ops)?;
+        check_final(&index, &oracle)?;
+    }
+
+    #[test]
+    fn matches_btreemap_with_sequential_tails(
+        start in initial(300),
+        ops in proptest::collection::vec(
+            prop_oneof![
+                // Runs of ascending inserts feed the tails.
+                3 => (0u64..300, 1usize..20).prop_map(|(k, n)| {
+                    (0..n as u64).map(|i| Op::Insert(k + i, i)).collect::<Vec<_>>()
+                }),
+                5 => op(300).prop_map(|o| vec![o]),
+            ],
+            1..120,
+        ),
+    ) {
+        let ops: Vec<Op> = ops.into_iter().flatten().collect();
+        let index = XIndex::bulk_load(start.clone(), tiny_sequential_config()).unwrap();
         let mut oracle = start;
         run(&index, &mut oracle, &ops)?;
         check_final(&index, &oracle)?;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::settle;
 use crate::{Config, XIndex};
 
 const N: u64 = 20_000;
@@ -36,6 +37,7 @@ fn remove_a_insert_b_while_reading() {
         max_models: 4,
         initial_group_size: 512,
         max_root_models: 1024,
+        sequential_capacity: 0,
         maintenance_interval: Some(Duration::from_millis(1)),
     };
     let index = XIndex::bulk_load((0..N).map(|i| (key_a(i), value_of(key_a(i)))), config).unwrap();
@@ -84,13 +86,14 @@ fn remove_a_insert_b_while_reading() {
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
         while std::time::Instant::now() < deadline {
             let s = index.stats();
-            if s.delta_total() == 0 && s.group_merges > 0 {
+            if s.delta_total() == 0 && s.group_merges > 0 && s.group_splits > 0 {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         writing.store(false, Ordering::Relaxed);
     });
+    settle(&index);
     assert_eq!(index.len(), N as usize);
     for i in 0..N {
         assert_eq!(index.get(&key_a(i)), None);
