@@ -8,6 +8,7 @@ pub mod alloc;
 pub mod build_info;
 pub mod datasets;
 pub mod engine;
+pub mod engines;
 pub mod keygen;
 pub mod peers;
 pub mod registry;

@@ -5,11 +5,13 @@
 use lidx_core::{Error, Result};
 
 use crate::engine::EngineFactory;
-use crate::peers;
+use crate::{engines, peers};
 
 /// All engine factories, lidx engines first, then the peers.
 pub fn all() -> Vec<Box<dyn EngineFactory>> {
-    peers::all()
+    let mut all = engines::all();
+    all.extend(peers::all());
+    all
 }
 
 /// Names of every engine, in [`all`]'s order.

@@ -37,7 +37,7 @@ pub enum KeyType {
 }
 
 /// A key as the replay protocol carries it.
-pub trait ReplayKey: Ord + Clone {
+pub trait ReplayKey: lidx_core::Key {
     /// Parses the textual key.
     fn parse(text: &str) -> std::result::Result<Self, String>;
     /// Formats the key for output.
@@ -262,8 +262,35 @@ impl<K: ReplayKey> ReplayEngine<K> for AirEngine {
     }
 }
 
+/// XIndex-R, in memory, with its background maintenance running (paper
+/// defaults).
+pub struct XIndexEngine<K: ReplayKey> {
+    index: lidx_xindex::XIndex<K, u64>,
+}
+
+impl<K: ReplayKey> ReplayEngine<K> for XIndexEngine<K> {
+    fn put(&mut self, key: K, value: u64) -> Result<()> {
+        self.index.insert(key, value);
+        Ok(())
+    }
+    fn get(&mut self, key: &K) -> Result<Option<u64>> {
+        Ok(self.index.get(key))
+    }
+    fn del(&mut self, key: &K) -> Result<bool> {
+        Ok(self.index.remove(key).is_some())
+    }
+    fn scan(&mut self, start: &K, n: usize) -> Result<Vec<(K, u64)>> {
+        let mut out = Vec::with_capacity(n.min(1 << 16));
+        self.index.scan(start, n, &mut out);
+        Ok(out)
+    }
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Names of the engines `lidx replay` knows.
-pub const ENGINES: &[&str] = &["btreemap", "sorted-array", "air"];
+pub const ENGINES: &[&str] = &["btreemap", "sorted-array", "air", "xindex"];
 
 /// Why a replay session stopped early.
 #[derive(Debug)]
@@ -454,6 +481,9 @@ pub fn open_engine<K: ReplayKey + 'static>(
 ) -> Result<Box<dyn ReplayEngine<K>>> {
     match name {
         "air" => Ok(Box::new(AirEngine::open(dir, bulk, has_bulk)?)),
+        "xindex" => Ok(Box::new(XIndexEngine {
+            index: lidx_xindex::XIndex::bulk_load(bulk, lidx_xindex::Config::default())?,
+        })),
         "btreemap" => Ok(Box::new(BTreeMapEngine::<K> {
             map: bulk.into_iter().collect(),
         })),

@@ -106,6 +106,19 @@ proptest! {
         prop_assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
         prop_assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
     }
+
+    #[test]
+    fn xindex_matches_oracle(ops in proptest::collection::vec(op(), 0..300), hex: bool) {
+        let (input, expected) = script(&ops, hex);
+        let args: &[&str] = if hex {
+            &["--engine", "xindex", "--key-type", "bytes"]
+        } else {
+            &["--engine", "xindex"]
+        };
+        let out = replay(args, &input);
+        prop_assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+        prop_assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    }
 }
 
 #[test]
