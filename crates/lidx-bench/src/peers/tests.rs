@@ -140,10 +140,7 @@ oracle_test!(oracle_skipmap, skipmap::SkipMapFactory);
 oracle_test!(oracle_lmdb, lmdb::LmdbFactory);
 oracle_test!(oracle_redb, redb::RedbFactory);
 oracle_test!(oracle_fjall, fjall::FjallFactory);
-oracle_test!(
-    oracle_xindex_adapter,
-    crate::engines::xindex::XIndexFactory
-);
+oracle_test!(oracle_xindex_adapter, crate::engines::xindex::XIndexFactory);
 
 proptest! {
     #![proptest_config(config())]
