@@ -59,9 +59,14 @@ impl Key for u64 {
     }
     #[inline]
     fn offset_from(&self, origin: &Self) -> f64 {
-        // i128 keeps the sign and all 64 bits; the only rounding is the final
-        // conversion, which is exact for offsets below 2^53.
-        (*self as i128 - *origin as i128) as f64
+        // The magnitude fits a u64 and converts natively (an i128 -> f64
+        // conversion is a slow library call on the lookup path); rounding is
+        // the same round-to-nearest of the exact difference, exact below 2^53.
+        if *self >= *origin {
+            (*self - *origin) as f64
+        } else {
+            -((*origin - *self) as f64)
+        }
     }
 }
 
@@ -78,7 +83,13 @@ impl Key for i64 {
     }
     #[inline]
     fn offset_from(&self, origin: &Self) -> f64 {
-        (*self as i128 - *origin as i128) as f64
+        // Same as the u64 case: the magnitude of the difference fits a u64.
+        let magnitude = self.abs_diff(*origin) as f64;
+        if *self >= *origin {
+            magnitude
+        } else {
+            -magnitude
+        }
     }
 }
 
@@ -269,6 +280,14 @@ mod tests {
         }
         #[test]
         fn bytes_roundtrip(k in proptest::collection::vec(any::<u8>(), 0..40)) { roundtrip(k) }
+
+        #[test]
+        fn integer_offsets_round_like_the_exact_difference(a: u64, b: u64, c: i64, d: i64) {
+            prop_assert_eq!(a.offset_from(&b), (a as i128 - b as i128) as f64);
+            prop_assert_eq!(c.offset_from(&d), (c as i128 - d as i128) as f64);
+            let near = a.saturating_add(b % 1000);
+            prop_assert_eq!(near.offset_from(&a), (near - a) as f64);
+        }
 
         #[test]
         fn numeric_view_is_monotone_u64(a: u64, b: u64) {

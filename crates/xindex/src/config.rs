@@ -20,7 +20,9 @@ pub struct Config {
     pub tolerance: f64,
     /// `m`: most linear models per group. Default 4.
     pub max_models: usize,
-    /// Records per group at bulk load. Default 4096.
+    /// Most records per group at bulk load; a chunk is halved until its
+    /// `max_models` models meet `error_bound`, so a fresh index needs no
+    /// splits. Default 4096.
     pub initial_group_size: usize,
     /// Most second-stage models in the root's two-stage RMI. Default 65536.
     pub max_root_models: usize,

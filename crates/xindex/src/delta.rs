@@ -8,9 +8,14 @@
 //!
 //! The skip list is `crossbeam_skiplist::base::SkipList` on the default
 //! epoch collector, so lookups borrow entries from the caller's epoch
-//! guard without touching reference counts.
+//! guard without touching reference counts. It is created by the first
+//! insert: an empty skip list takes about 600 bytes (its head tower), and
+//! most groups' deltas stay empty between compactions. "Not created yet"
+//! is exactly "empty", so the protocol is unchanged; two first inserts
+//! racing meet in `OnceLock::get_or_init`, which creates one list.
 
 use std::ops::Bound;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_epoch::{self as epoch, Guard};
@@ -20,7 +25,7 @@ use crate::record::{Outcome, RecordCell, Write};
 
 /// A delta index (the paper's `buf` / `tmp_buf`).
 pub(crate) struct Delta<K> {
-    list: SkipList<K, RecordCell>,
+    list: OnceLock<Box<SkipList<K, RecordCell>>>,
     /// Set once by maintenance; afterwards no new key enters this delta.
     /// Shared by every group node that shares the delta, so a writer on a
     /// stale node sees the freeze too.
@@ -31,7 +36,7 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
     /// An empty, unfrozen delta.
     pub(crate) fn new() -> Self {
         Delta {
-            list: SkipList::new(epoch::default_collector().clone()),
+            list: OnceLock::new(),
             frozen: AtomicBool::new(false),
         }
     }
@@ -49,13 +54,13 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
 
     /// Number of keys ever inserted (live or removed).
     pub(crate) fn len(&self) -> usize {
-        self.list.len()
+        self.list.get().map_or(0, |list| list.len())
     }
 
     /// The record for `key`, if the key was ever inserted.
     #[inline]
     pub(crate) fn get<'g>(&'g self, key: &K, guard: &'g Guard) -> Option<&'g RecordCell> {
-        self.list.get(key, guard).map(|e| e.value())
+        self.list.get()?.get(key, guard).map(|e| e.value())
     }
 
     /// Inserts or updates `key` (reviving a removed record): the caller
@@ -65,15 +70,16 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
     where
         K: Clone,
     {
-        let outcome = match self.list.get(key, guard) {
+        let list = self
+            .list
+            .get_or_init(|| Box::new(SkipList::new(epoch::default_collector().clone())));
+        let outcome = match list.get(key, guard) {
             Some(entry) => entry.value().write(Write::Put(word), true),
             None => {
                 // Insert a removed placeholder and revive it through the
                 // record lock, so a racing insert of the same key serialises
                 // on one cell whichever thread created it.
-                let entry = self
-                    .list
-                    .get_or_insert(key.clone(), RecordCell::removed(), guard);
+                let entry = list.get_or_insert(key.clone(), RecordCell::removed(), guard);
                 let outcome = entry.value().write(Write::Put(word), true);
                 entry.release(guard);
                 outcome
@@ -92,7 +98,7 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
         bound: Bound<&K>,
         guard: &'g Guard,
     ) -> Option<Entry<'g, 'g, K, RecordCell>> {
-        self.list.lower_bound(bound, guard)
+        self.list.get()?.lower_bound(bound, guard)
     }
 
     /// All entries in key order.
@@ -100,7 +106,11 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
         &'g self,
         guard: &'g Guard,
     ) -> impl Iterator<Item = (&'g K, &'g RecordCell)> + 'g {
-        self.list.iter(guard).map(|e| (e.key(), e.value()))
+        self.list
+            .get()
+            .into_iter()
+            .flat_map(move |list| list.iter(guard))
+            .map(|e| (e.key(), e.value()))
     }
 }
 
@@ -126,6 +136,13 @@ mod tests {
         assert_eq!(*d.first_from(Bound::Excluded(&1), &guard).unwrap().key(), 5);
         assert!(!d.is_frozen());
         d.freeze();
+        // An untouched delta allocates no skip list and reads as empty.
+        let empty = Delta::<u64>::new();
+        assert!(empty.list.get().is_none());
+        assert_eq!(empty.len(), 0);
+        assert!(empty.get(&5, &guard).is_none());
+        assert!(empty.first_from(Bound::Unbounded, &guard).is_none());
+        assert_eq!(empty.iter(&guard).count(), 0);
         assert!(d.is_frozen());
     }
 }

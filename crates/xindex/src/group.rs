@@ -20,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
-use lidx_core::model::{LinearModel, PositionModel};
-use lidx_core::search::{lower_bound_within, partition_by};
+use lidx_core::model::{LinearModel, PositionModel, round_clamp};
+use lidx_core::search::{exponential_by, partition_by};
 
 use crate::delta::Delta;
 use crate::record::RecordCell;
@@ -30,8 +30,10 @@ use crate::tail::Tail;
 /// Keys and their record cells, sorted by key, never resized; optionally
 /// followed by an append-only [`Tail`] (the sequential-insert fast path).
 pub(crate) struct Records<K> {
-    pub(crate) keys: Box<[K]>,
-    pub(crate) cells: Box<[RecordCell]>,
+    /// Shared with every group node over these records, which keeps its
+    /// own handle so a lookup skips one pointer hop.
+    pub(crate) keys: Arc<[K]>,
+    pub(crate) cells: Arc<[RecordCell]>,
     pub(crate) tail: Option<Tail<K>>,
     /// Records removed since this array was built: a compaction trigger.
     pub(crate) removed: AtomicUsize,
@@ -41,8 +43,8 @@ impl<K: Ord + Clone> Records<K> {
     fn new(keys: Vec<K>, cells: Vec<RecordCell>, tail_capacity: usize, tail_open: bool) -> Self {
         debug_assert_eq!(keys.len(), cells.len());
         Records {
-            keys: keys.into_boxed_slice(),
-            cells: cells.into_boxed_slice(),
+            keys: keys.into(),
+            cells: cells.into(),
             tail: (tail_capacity > 0).then(|| Tail::new(tail_capacity, tail_open)),
             removed: AtomicUsize::new(0),
         }
@@ -121,8 +123,94 @@ pub(crate) fn fit_models<K: Key>(keys: &[K], count: usize) -> Box<[SubModel<K>]>
         .collect()
 }
 
-/// A group node.
+/// The fewest models (up to `max_models`) over `keys` whose errors stay
+/// within `error_bound`, and whether that bound was met (if not, the
+/// `max_models` fit is returned).
+pub(crate) fn fewest_models<K: Key>(
+    keys: &[K],
+    error_bound: usize,
+    max_models: usize,
+) -> (Box<[SubModel<K>]>, bool) {
+    let mut count = 1;
+    let mut models = fit_models(keys, count);
+    while count < max_models && worst_error(&models) > error_bound {
+        count += 1;
+        models = fit_models(keys, count);
+    }
+    let fits = worst_error(&models) <= error_bound;
+    (models, fits)
+}
+
+/// Models a [`Router`] holds inline; groups with more use the boxed ones.
+const ROUTER_MODELS: usize = 4;
+
+/// The group's models in lookup form, stored inline in the group node so
+/// that predicting a position reads no other allocation: the model
+/// boundaries side by side, and each line re-expressed over the whole
+/// array relative to one common origin.
+struct Router<K> {
+    /// Models in use; 0 when there are more than [`ROUTER_MODELS`].
+    count: usize,
+    /// Origin of every line's key offset.
+    base: K,
+    /// `firsts[j]` is the first key of model `j + 1` (entries from
+    /// `count - 1` on are unused copies of `base`).
+    firsts: [K; ROUTER_MODELS - 1],
+    /// `(intercept, slope)` of model `j`: predicted array position is
+    /// `intercept + slope * key.offset_from(&base)`.
+    lines: [(f64, f64); ROUTER_MODELS],
+}
+
+impl<K: Key> Router<K> {
+    fn new(models: &[SubModel<K>]) -> Self {
+        let base = models[0].model.origin.clone();
+        let count = if models.len() <= ROUTER_MODELS {
+            models.len()
+        } else {
+            0
+        };
+        let firsts = std::array::from_fn(|j| {
+            models
+                .get(j + 1)
+                .and_then(|m| m.first_key.clone())
+                .filter(|_| count > 0)
+                .unwrap_or_else(|| base.clone())
+        });
+        let lines = std::array::from_fn(|j| match models.get(j).filter(|_| count > 0) {
+            Some(m) => {
+                let shift = m.model.origin.offset_from(&base);
+                let intercept = m.start as f64 + m.model.intercept - m.model.slope * shift;
+                if intercept.is_finite() {
+                    (intercept, m.model.slope)
+                } else {
+                    // A shift beyond f64 range (extreme `F64Key`s): predict
+                    // the model's start; the search still finds the key.
+                    (m.start as f64, 0.0)
+                }
+            }
+            None => (0.0, 0.0),
+        });
+        Router {
+            count,
+            base,
+            firsts,
+            lines,
+        }
+    }
+}
+
+/// A group node. Laid out (`repr(C)`, cache-line aligned) so that what a
+/// lookup reads — `next`, the arrays' addresses and the inline models —
+/// comes first, in as few cache lines as possible.
+#[repr(C, align(64))]
 pub(crate) struct Group<K> {
+    /// The next group in key order when the root does not index it yet.
+    pub(crate) next: Atomic<Group<K>>,
+    /// `records.keys`, held here too.
+    keys: Arc<[K]>,
+    /// `records.cells`, held here too.
+    cells: Arc<[RecordCell]>,
+    router: Router<K>,
     /// Smallest key this group is responsible for; `None` for the leftmost
     /// group, which takes every key below the next pivot.
     pub(crate) pivot: Option<K>,
@@ -133,8 +221,6 @@ pub(crate) struct Group<K> {
     /// The temporary delta (`tmp_buf`), set once, after `buf` is frozen and
     /// an epoch barrier has passed.
     pub(crate) tmp: OnceLock<Arc<Delta<K>>>,
-    /// The next group in key order when the root does not index it yet.
-    pub(crate) next: Atomic<Group<K>>,
 }
 
 impl<K: Key> Group<K> {
@@ -148,20 +234,40 @@ impl<K: Key> Group<K> {
         max_models: usize,
         tail_capacity: usize,
     ) -> Self {
-        let mut count = 1;
-        let mut models = fit_models(&keys, count);
-        while count < max_models && worst_error(&models) > error_bound {
-            count += 1;
-            models = fit_models(&keys, count);
-        }
+        let (models, _) = fewest_models(&keys, error_bound, max_models);
+        Self::with_models(pivot, keys, words, models, tail_capacity)
+    }
+
+    /// A group over live records with already fitted `models`.
+    pub(crate) fn with_models(
+        pivot: Option<K>,
+        keys: Vec<K>,
+        words: Vec<u64>,
+        models: Box<[SubModel<K>]>,
+        tail_capacity: usize,
+    ) -> Self {
         let cells = words.into_iter().map(RecordCell::live).collect();
+        let records = Records::new(keys, cells, tail_capacity, true);
+        Self::assemble(pivot, Arc::new(records), models, Arc::new(Delta::new()))
+    }
+
+    /// A node over `records` and `buf` with `models`, unlinked, no `tmp`.
+    fn assemble(
+        pivot: Option<K>,
+        records: Arc<Records<K>>,
+        models: Box<[SubModel<K>]>,
+        buf: Arc<Delta<K>>,
+    ) -> Self {
         Group {
-            pivot,
-            records: Arc::new(Records::new(keys, cells, tail_capacity, true)),
-            models,
-            buf: Arc::new(Delta::new()),
-            tmp: OnceLock::new(),
             next: Atomic::null(),
+            keys: Arc::clone(&records.keys),
+            cells: Arc::clone(&records.cells),
+            router: Router::new(&models),
+            pivot,
+            records,
+            models,
+            buf,
+            tmp: OnceLock::new(),
         }
     }
 
@@ -189,27 +295,19 @@ impl<K: Key> Group<K> {
             cells.push(unsafe { RecordCell::pointing_to(target) });
         }
         let models = fit_models(&keys, model_count);
-        Group {
-            pivot,
-            records: Arc::new(Records::new(keys, cells, tail_capacity, false)),
-            models,
-            buf,
-            tmp: OnceLock::new(),
-            next: Atomic::null(),
-        }
+        let records = Records::new(keys, cells, tail_capacity, false);
+        Self::assemble(pivot, Arc::new(records), models, buf)
     }
 
     /// A new node over this group's records and delta, with `pivot` and
     /// `models`: model split/merge and the logical halves of a group split.
     pub(crate) fn sharing(&self, pivot: Option<K>, models: Box<[SubModel<K>]>) -> Self {
-        Group {
+        Self::assemble(
             pivot,
-            records: Arc::clone(&self.records),
+            Arc::clone(&self.records),
             models,
-            buf: Arc::clone(&self.buf),
-            tmp: OnceLock::new(),
-            next: Atomic::null(),
-        }
+            Arc::clone(&self.buf),
+        )
     }
 
     /// Worst error over the group's models.
@@ -230,30 +328,58 @@ impl<K: Key> Group<K> {
         chosen
     }
 
+    /// The model's predicted array position of `key` (0 for an empty array).
+    #[inline]
+    fn predict(&self, key: &K) -> usize {
+        let router = &self.router;
+        if router.count == 0 {
+            let model = self.model_for(key);
+            return model.start + model.model.predict_pos(key, model.len);
+        }
+        let mut chosen = 0;
+        while chosen + 1 < router.count && router.firsts[chosen] <= *key {
+            chosen += 1;
+        }
+        let (intercept, slope) = router.lines[chosen];
+        round_clamp(
+            intercept + slope * key.offset_from(&router.base),
+            self.keys.len(),
+        )
+    }
+
     /// Position of the first record whose key is `>= key`.
     #[inline]
     pub(crate) fn lower_bound(&self, key: &K) -> usize {
-        let keys = &self.records.keys;
-        if keys.is_empty() {
-            return 0;
-        }
-        let model = self.model_for(key);
-        let predicted = model.start + model.model.predict_pos(key, model.len);
-        lower_bound_within(keys, key, predicted, model.max_error)
+        self.lower_bound_from(key, self.predict(key))
+    }
+
+    /// [`lower_bound`](Self::lower_bound) from a predicted position.
+    ///
+    /// Galloping from the prediction touches only the cache lines between
+    /// it and the answer, usually one; a search of the whole `±max_error`
+    /// window would also probe both window edges, further away.
+    #[inline]
+    fn lower_bound_from(&self, key: &K, predicted: usize) -> usize {
+        exponential_by(&self.keys, predicted, |k| k < key)
     }
 
     /// Index of the record holding exactly `key`.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn find(&self, key: &K) -> Option<usize> {
         let i = self.lower_bound(key);
-        (self.records.keys.get(i) == Some(key)).then_some(i)
+        (self.keys.get(i) == Some(key)).then_some(i)
     }
 
     /// The array or tail record holding exactly `key`.
     #[inline]
     pub(crate) fn record(&self, key: &K) -> Option<&RecordCell> {
-        if let Some(i) = self.find(key) {
-            return Some(&self.records.cells[i]);
+        let predicted = self.predict(key);
+        // The record's cell sits in a parallel array: start loading its
+        // likely line now, so that miss overlaps the key search's miss.
+        prefetch_cells(&self.cells, predicted);
+        let i = self.lower_bound_from(key, predicted);
+        if self.keys.get(i) == Some(key) {
+            return Some(&self.cells[i]);
         }
         match &self.records.tail {
             Some(tail) if self.records.above_array(key) => tail.find(key),
@@ -306,6 +432,31 @@ impl<K: Key> Group<K> {
     pub(crate) fn note_removed(&self) {
         self.records.removed.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Cells fetched ahead around a predicted position: the lines holding
+/// `cells[predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH]`.
+const PREFETCH_REACH: usize = 2;
+
+/// Hints the CPU to load the cache lines of the cells near `predicted`.
+#[inline]
+fn prefetch_cells(cells: &[RecordCell], predicted: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let first = predicted.saturating_sub(PREFETCH_REACH);
+        let last = predicted.saturating_add(PREFETCH_REACH);
+        for i in [first, last] {
+            if let Some(cell) = cells.get(i) {
+                let address = std::ptr::from_ref(cell).cast::<i8>();
+                // SAFETY: a prefetch is only a hint: it never faults and
+                // never changes memory, and `address` points into `cells`.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(address) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (cells, predicted);
 }
 
 fn worst_error<K>(models: &[SubModel<K>]) -> usize {
@@ -366,18 +517,46 @@ mod tests {
         fn lower_bound_matches_partition_point(
             mut keys in proptest::collection::vec(any::<u64>(), 0..300),
             probes in proptest::collection::vec(any::<u64>(), 1..20),
-            count in 1usize..5,
+            count in 1usize..7,
         ) {
             keys.sort_unstable();
             keys.dedup();
+            // Up to 6 models: beyond ROUTER_MODELS the boxed models serve.
             let models = fit_models(&keys, count);
             let n = keys.len();
-            let words = vec![0; n];
-            let mut g = Group::from_values(None, keys.clone(), words, 32, 1, 0);
-            g.models = models;
+            let words = (0..n as u64).collect();
+            let g = Group::with_models(None, keys.clone(), words, models, 0);
+            prop_assert_eq!(g.router.count == 0, g.models.len() > ROUTER_MODELS);
             for p in probes.iter().chain(keys.iter()) {
-                prop_assert_eq!(g.lower_bound(p), keys.partition_point(|k| k < p));
+                let expect = keys.partition_point(|k| k < p);
+                prop_assert_eq!(g.lower_bound(p), expect);
+                let found = g.record(p).and_then(|c| c.read());
+                prop_assert_eq!(found, (keys.get(expect) == Some(p)).then_some(expect as u64));
             }
         }
+    }
+
+    #[test]
+    fn prefetch_accepts_any_position() {
+        let cells: Vec<RecordCell> = (0..10).map(RecordCell::live).collect();
+        for predicted in [0, 1, 5, 9, 10, 11, usize::MAX] {
+            prefetch_cells(&cells, predicted);
+        }
+        prefetch_cells(&[], 0);
+        prefetch_cells(&[], usize::MAX);
+        // A hint changes nothing observable.
+        assert_eq!(cells[9].read(), Some(9));
+    }
+
+    #[test]
+    fn fewest_models_reports_whether_the_bound_is_met() {
+        // Quadratic keys need several models or groups at a small bound.
+        let keys: Vec<u64> = (0..5000u64).map(|i| 16 * i * i + (i % 7) * 13).collect();
+        let (models, fits) = fewest_models(&keys, 4, 2);
+        assert!(!fits, "too hard for 2 models at error 4");
+        assert_eq!(models.len(), 2);
+        let line: Vec<u64> = (0..50u64).map(|i| i * 10).collect();
+        let (models, fits) = fewest_models(&line, 4, 2);
+        assert!(fits && models.iter().all(|m| m.max_error <= 4));
     }
 }

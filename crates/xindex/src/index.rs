@@ -14,7 +14,7 @@ use lidx_core::{Error, Key, Result};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::Config;
-use crate::group::Group;
+use crate::group::{Group, fewest_models};
 use crate::inner::Inner;
 use crate::root::Root;
 use crate::stats::{GroupStats, Stats};
@@ -74,19 +74,11 @@ impl<K: Key, V: Value> XIndex<K, V> {
             );
             groups.push(Owned::new(empty).into_shared(&guard));
         }
-        for (i, chunk) in chunks.enumerate() {
-            let keys: Vec<K> = chunk.iter().map(|(k, _)| k.clone()).collect();
-            let words: Vec<u64> = chunk.iter().map(|(_, v)| v.to_word()).collect();
-            let pivot = (i > 0).then(|| keys[0].clone());
-            let group = Group::from_values(
-                pivot,
-                keys,
-                words,
-                config.error_bound,
-                config.max_models,
-                config.sequential_capacity,
-            );
-            groups.push(Owned::new(group).into_shared(&guard));
+        for chunk in chunks {
+            for (pivot, group) in settled_groups(chunk, &config, groups.is_empty()) {
+                debug_assert_eq!(pivot.is_none(), groups.is_empty());
+                groups.push(Owned::new(group).into_shared(&guard));
+            }
         }
         let leaves = groups.len().div_ceil(4);
         let root = Root::new(
@@ -231,6 +223,50 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub(crate) fn inner(&self) -> &Inner<K> {
         &self.inner
     }
+}
+
+/// Groups over `chunk` (sorted pairs) that already meet the error bound
+/// with at most `max_models` models, halving where they do not — the
+/// shape maintenance would reach by group splits, built directly so that
+/// a fresh index does not spend its first passes (and its first readers'
+/// time) splitting. `first` marks the leftmost chunk, whose first group
+/// has no pivot.
+fn settled_groups<K: Key, V: Value>(
+    chunk: &[(K, V)],
+    config: &Config,
+    first: bool,
+) -> Vec<(Option<K>, Group<K>)> {
+    let mut out = Vec::new();
+    // Ranges still to place, rightmost on top of the stack.
+    let mut pending = Vec::new();
+    pending.push(0..chunk.len());
+    while let Some(range) = pending.pop() {
+        let keys: Vec<K> = chunk[range.clone()]
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect();
+        let (models, fits) = fewest_models(&keys, config.error_bound, config.max_models);
+        if !fits && range.len() >= 2 {
+            let middle = range.start + range.len() / 2;
+            pending.push(middle..range.end);
+            pending.push(range.start..middle);
+            continue;
+        }
+        let words: Vec<u64> = chunk[range.clone()]
+            .iter()
+            .map(|(_, v)| v.to_word())
+            .collect();
+        let pivot = (!first || range.start > 0).then(|| keys[0].clone());
+        let group = Group::with_models(
+            pivot.clone(),
+            keys,
+            words,
+            models,
+            config.sequential_capacity,
+        );
+        out.push((pivot, group));
+    }
+    out
 }
 
 impl<K: Key, V: Value> Drop for XIndex<K, V> {

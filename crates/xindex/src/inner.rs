@@ -4,8 +4,8 @@
 //!
 //! Every operation pins the epoch once, routes through the current root to
 //! a group and finishes inside that pin. Lookups take no lock and allocate
-//! nothing: a root model, a bounded search, one seqlock read, and only on
-//! a miss in the array the delta indexes.
+//! nothing: a root model, a search from the group model's prediction, one
+//! seqlock read, and only on a miss in the array the delta indexes.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};

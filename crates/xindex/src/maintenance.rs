@@ -262,6 +262,14 @@ impl<K: Key> Inner<K> {
         }
         self.hooks.fire(Phase::Frozen);
         synchronize();
+        // Every `tmp` before any merging: an insert into a frozen group
+        // retries until its `tmp` exists, and merging the whole batch can
+        // take milliseconds.
+        for (_, shared) in pending.iter() {
+            // SAFETY: reachable from the current root.
+            let old = unsafe { shared.deref() };
+            old.tmp.get_or_init(|| Arc::new(Delta::new()));
+        }
         let mut built = Vec::with_capacity(pending.len());
         // Right to left: a group reached through its predecessor's `next`
         // is installed there first, so the predecessor's replacement copies
@@ -269,8 +277,7 @@ impl<K: Key> Inner<K> {
         for &(location, shared) in pending.iter().rev() {
             // SAFETY: reachable from the current root.
             let old = unsafe { shared.deref() };
-            let tmp = Arc::new(Delta::new());
-            let tmp = Arc::clone(old.tmp.get_or_init(|| tmp));
+            let tmp = Arc::clone(old.tmp.get_or_init(|| Arc::new(Delta::new())));
             let merged = live_records(old, guard);
             // SAFETY: the targets live in `old`'s records and delta, and
             // `old` is retired only after the copy phase, with `defer_destroy`.

@@ -169,3 +169,46 @@ fn background_thread_compacts_and_stops_on_drop() {
     // Dropping stops and joins the thread (a hang here fails the suite).
     drop(index);
 }
+
+#[test]
+fn bulk_load_builds_groups_that_need_no_split() {
+    let config = Config {
+        error_bound: 4,
+        max_models: 2,
+        initial_group_size: 1000,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    // Quadratic keys with jitter: far from one line per 1000 keys.
+    let keys: Vec<u64> = (0..5000u64).map(|i| 16 * i * i + (i % 7) * 13).collect();
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k + 1)), config).unwrap();
+    let before = index.stats();
+    assert!(before.group_count() > 5, "{before:?}");
+    for g in &before.groups {
+        assert!(g.records > 0 && !g.linked_only);
+        assert!((1..=2).contains(&g.error_bounds.len()), "{g:?}");
+        assert!(g.error_bounds.iter().all(|&e| e <= 4), "{g:?}");
+    }
+    assert_eq!(before.groups.iter().map(|g| g.records).sum::<usize>(), 5000);
+    index.maintain_now();
+    let after = index.stats();
+    assert_eq!(
+        (after.group_splits, after.model_splits),
+        (0, 0),
+        "{after:?}"
+    );
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(index.get(&k), Some(k + 1), "key {i}");
+        assert_eq!(
+            index.get(&(k + 1)).is_some(),
+            keys.binary_search(&(k + 1)).is_ok()
+        );
+    }
+    let all: Vec<(u64, u64)> = index.range(..).collect();
+    assert_eq!(all.len(), 5000);
+    assert!(
+        all.iter()
+            .zip(&keys)
+            .all(|(&(k, v), &want)| k == want && v == k + 1)
+    );
+}
