@@ -133,7 +133,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
         let mut lower = Bound::Included(start.clone());
         let mut remaining = n;
-        let mut batch = Vec::new();
+        let mut batch = Vec::with_capacity(remaining.min(1024));
         while remaining > 0 {
             batch.clear();
             let next =

@@ -181,6 +181,24 @@ impl<K: Key> Inner<K> {
             let mut at = group.first_index(lower_ref, tail_len);
             let mut buf = group.buf.first_from(lower_ref, &guard);
             let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref, &guard));
+            if buf.is_none() && tmp.is_none() {
+                // Nothing buffered at or after `lower` (the common case after
+                // a compaction): the array alone, without the three-way merge.
+                // This is the general loop below with both heads empty.
+                while at < end {
+                    let Some(key) = records.key_at(at).filter(|k| in_range(k)) else {
+                        break;
+                    };
+                    if let Some(word) = records.cell_at(at).read() {
+                        out.push((key.clone(), word));
+                        taken += 1;
+                        if taken == limit {
+                            return Some(Bound::Excluded(key.clone()));
+                        }
+                    }
+                    at += 1;
+                }
+            }
             loop {
                 let array_key = (at < end)
                     .then(|| records.key_at(at))

@@ -95,6 +95,7 @@ impl RecordCell {
 
     /// A consistent snapshot of the value: `None` if the record is removed.
     /// Never blocks a writer; retries while one is active.
+    #[inline]
     pub(crate) fn read(&self) -> Option<u64> {
         loop {
             let before = self.meta.load(Ordering::Acquire);
@@ -115,17 +116,25 @@ impl RecordCell {
             if before & POINTER == 0 {
                 return Some(word);
             }
-            // SAFETY: the meta word was unchanged around the value load, so
-            // `word` is the address stored by `pointing_to` and the pointer
-            // was not yet resolved; its target outlives this read by the
-            // contract of `pointing_to`.
-            let value = unsafe { target_of(word) }.read();
-            // Unchanged meta means the target still owned the value while
-            // it was read (resolution takes the lock and bumps the version).
-            if self.meta.load(Ordering::Acquire) == before {
+            if let Some(value) = self.read_through(before, word) {
                 return value;
             }
         }
+    }
+
+    /// The pointer case of [`read`](Self::read), out of line: only records
+    /// in a copy phase take it. `None` means "retry".
+    #[cold]
+    #[inline(never)]
+    fn read_through(&self, before: u64, word: u64) -> Option<Option<u64>> {
+        // SAFETY: the meta word was unchanged around the value load, so
+        // `word` is the address stored by `pointing_to` and the pointer
+        // was not yet resolved; its target outlives this read by the
+        // contract of `pointing_to`.
+        let value = unsafe { target_of(word) }.read();
+        // Unchanged meta means the target still owned the value while
+        // it was read (resolution takes the lock and bumps the version).
+        (self.meta.load(Ordering::Acquire) == before).then_some(value)
     }
 
     /// Applies `op` under the record lock.
