@@ -45,6 +45,19 @@ pub struct EngineInfo {
     pub persistent: bool,
 }
 
+impl EngineInfo {
+    /// Facts of a writable in-memory engine.
+    pub const fn in_memory(name: &'static str, description: &'static str) -> Self {
+        EngineInfo {
+            name,
+            description,
+            durability: "in-memory",
+            writable: true,
+            persistent: false,
+        }
+    }
+}
+
 /// Builds an engine from a sorted, duplicate-free bulk load.
 pub trait EngineFactory: Send + Sync {
     /// Static facts about the engine.

@@ -92,32 +92,33 @@ fn script(ops: &[Op], hex: bool) -> (String, String) {
     (input, out)
 }
 
+/// Replays `ops` on `engine` and compares with the oracle's output.
+fn matches_oracle(engine: &str, ops: &[Op], hex: bool) -> Result<(), TestCaseError> {
+    let (input, expected) = script(ops, hex);
+    let mut args = vec!["--engine", engine];
+    if hex {
+        args.extend(["--key-type", "bytes"]);
+    }
+    let out = replay(&args, &input);
+    prop_assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    prop_assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
     fn btreemap_matches_oracle(ops in proptest::collection::vec(op(), 0..300), hex: bool) {
-        let (input, expected) = script(&ops, hex);
-        let args: &[&str] = if hex {
-            &["--engine", "btreemap", "--key-type", "bytes"]
-        } else {
-            &["--engine", "btreemap"]
-        };
-        let out = replay(args, &input);
-        prop_assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-        prop_assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+        matches_oracle("btreemap", &ops, hex)?;
     }
 
     #[test]
     fn xindex_matches_oracle(ops in proptest::collection::vec(op(), 0..300), hex: bool) {
-        let (input, expected) = script(&ops, hex);
-        let args: &[&str] = if hex {
-            &["--engine", "xindex", "--key-type", "bytes"]
-        } else {
-            &["--engine", "xindex"]
-        };
-        let out = replay(args, &input);
-        prop_assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-        prop_assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+        matches_oracle("xindex", &ops, hex)?;
     }
 }
 

@@ -16,13 +16,10 @@ pub struct XIndexFactory;
 
 impl EngineFactory for XIndexFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            name: "xindex",
-            description: "lidx XIndex-R (learned groups, delta skiplists, background compaction)",
-            durability: "in-memory",
-            writable: true,
-            persistent: false,
-        }
+        EngineInfo::in_memory(
+            "xindex",
+            "lidx XIndex-R (learned groups, delta skiplists, background compaction)",
+        )
     }
 
     fn build(

@@ -19,13 +19,10 @@ pub struct BTreeMapFactory;
 
 impl EngineFactory for BTreeMapFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            name: "btreemap",
-            description: "std::collections::BTreeMap behind a parking_lot::RwLock",
-            durability: "in-memory",
-            writable: true,
-            persistent: false,
-        }
+        EngineInfo::in_memory(
+            "btreemap",
+            "std::collections::BTreeMap behind a parking_lot::RwLock",
+        )
     }
 
     fn build(

@@ -49,13 +49,10 @@ pub struct PgmFactory;
 
 impl EngineFactory for PgmFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            name: "pgm",
-            description: "pgm-extra 1.3 PGM-index: Static (read-only runs) or Dynamic behind a RwLock (write runs), eps 64/4",
-            durability: "in-memory",
-            writable: true,
-            persistent: false,
-        }
+        EngineInfo::in_memory(
+            "pgm",
+            "pgm-extra 1.3 PGM-index: Static (read-only runs) or Dynamic behind a RwLock (write runs), eps 64/4",
+        )
     }
 
     fn build(

@@ -24,13 +24,10 @@ pub struct SccTreeFactory;
 
 impl EngineFactory for SccTreeFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            name: "scc-tree",
-            description: "scc::TreeIndex (concurrent B+-tree, lock-free reads)",
-            durability: "in-memory",
-            writable: true,
-            persistent: false,
-        }
+        EngineInfo::in_memory(
+            "scc-tree",
+            "scc::TreeIndex (concurrent B+-tree, lock-free reads)",
+        )
     }
 
     fn build(

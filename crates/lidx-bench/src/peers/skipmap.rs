@@ -18,13 +18,10 @@ pub struct SkipMapFactory;
 
 impl EngineFactory for SkipMapFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            name: "skipmap",
-            description: "crossbeam_skiplist::SkipMap (lock-free skip list)",
-            durability: "in-memory",
-            writable: true,
-            persistent: false,
-        }
+        EngineInfo::in_memory(
+            "skipmap",
+            "crossbeam_skiplist::SkipMap (lock-free skip list)",
+        )
     }
 
     fn build(
