@@ -361,7 +361,19 @@ fn demo(ops: usize, repeat: usize) -> Result<()> {
     );
     let outcome = runner::run(&cfg)?;
     print_outcome(&outcome, false);
-    Ok(())
+    println!(
+        "\nAirIndex on the same keys, cold first query on simulated SSD storage (250 us, 175 MB/s),"
+    );
+    println!("against B-tree and PGM designs built and costed the same way:");
+    air::run(air::AirCmd::Compare {
+        data: "torgeoip".to_owned(),
+        profile: vec!["ssd".to_owned()],
+        runs: 20,
+        local_dir: None,
+        keys: None,
+        data_dir: None,
+        seed: 42,
+    })
 }
 
 fn list_datasets(data_dir: Option<PathBuf>) -> Result<()> {
