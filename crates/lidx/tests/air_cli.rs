@@ -1,41 +1,10 @@
 //! `lidx air` and `lidx profile` end to end, and their one-line errors.
 
+mod common;
+use common::*;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn lidx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lidx"))
-        .args(args)
-        .env("LIDX_DATA_DIR", "/nonexistent-lidx-data")
-        .output()
-        .expect("spawn lidx")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = lidx(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails_with(args: &[&str], needles: &[&str]) {
-    let out = lidx(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded: {err}");
-    assert_ne!(out.status.code(), Some(101), "{args:?} panicked: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {err}"
-    );
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: '{n}' missing in: {err}");
-    }
-}
+use std::process::{Command, Stdio};
 
 fn sosd(path: &Path, keys: &[u64]) -> String {
     let mut b = (keys.len() as u64).to_le_bytes().to_vec();

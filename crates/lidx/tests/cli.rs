@@ -1,31 +1,8 @@
 //! Bad input to the CLI gives one clear line and a non-zero exit, never a panic.
 
+mod common;
+use common::*;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn lidx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lidx"))
-        .args(args)
-        .env("LIDX_DATA_DIR", "/nonexistent-lidx-data")
-        .output()
-        .expect("spawn lidx")
-}
-
-/// Asserts failure with exactly one stderr line containing every `needle`.
-fn fails_with(args: &[&str], needles: &[&str]) {
-    let out = lidx(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded: {err}");
-    assert_ne!(out.status.code(), Some(101), "{args:?} panicked: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {err}"
-    );
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: '{n}' missing in: {err}");
-    }
-}
 
 fn bench(dataset: &str) -> Vec<String> {
     [
