@@ -330,7 +330,7 @@ impl<K: Key> Group<K> {
 
     /// The model's predicted array position of `key` (0 for an empty array).
     #[inline]
-    fn predict(&self, key: &K) -> usize {
+    pub(crate) fn predict(&self, key: &K) -> usize {
         let router = &self.router;
         if router.count == 0 {
             let model = self.model_for(key);

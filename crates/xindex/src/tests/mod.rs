@@ -4,6 +4,7 @@
 
 mod api;
 mod linearizability;
+mod lookup_stages;
 mod lost_update;
 mod oracle;
 mod shift;

@@ -1,0 +1,128 @@
+//! Where a lookup's time goes: cumulative timings of its stages over
+//! uniformly random existing keys, next to `BTreeMap` behind an `RwLock`
+//! (the bench's peer) in the same run. A measuring tool, not a test of
+//! speed: it asserts only that every stage found what it should.
+//!
+//! `cargo test --release -p lidx-xindex --lib lookup_stages -- --ignored --nocapture`
+//! (`LIDX_STAGES_DATA=<SOSD u64 file>` picks the key set; default geolite2
+//! from `../shared/data`, or 3M generated lognormal-gap keys without it).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::RwLock;
+use std::time::Instant;
+
+use crossbeam_epoch as epoch;
+
+use crate::{Config, XIndex};
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn key_set() -> (String, Vec<u64>) {
+    let path = std::env::var_os("LIDX_STAGES_DATA").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/data/geolite2_city_ipv4_3M_uint64")
+        },
+        PathBuf::from,
+    );
+    if let Ok(keys) = lidx_core::keyset::open_sosd_u64(&path) {
+        let mut keys = keys.as_slice().to_vec();
+        keys.dedup();
+        let name = path.canonicalize().unwrap_or(path).display().to_string();
+        return (name, keys);
+    }
+    // Heavy-tailed gaps (exp of a uniform), so models have real errors.
+    let mut state = 7;
+    let mut key = 0u64;
+    let keys = (0..3_000_000)
+        .map(|_| {
+            let u = (splitmix(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
+            key += 1 + (u * 6.0).exp() as u64;
+            key
+        })
+        .collect();
+    ("generated (3M keys, log-uniform gaps)".into(), keys)
+}
+
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn lookup_stages() {
+    let (name, keys) = key_set();
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load");
+    let mut state = 1;
+    let probes: Vec<u64> = (0..4_000_000)
+        .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
+        .collect();
+    let map = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
+    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
+    println!("{name}: {} keys", keys.len());
+    for round in 0..3 {
+        let guard = epoch::pin();
+        let root = index.inner.root(&guard);
+        let t = Instant::now();
+        for k in &probes {
+            black_box(root.route(k, &guard));
+        }
+        let route = per_probe(t);
+        let t = Instant::now();
+        for k in &probes {
+            black_box(root.route(k, &guard).predict(k));
+        }
+        let predict = per_probe(t);
+        let t = Instant::now();
+        for k in &probes {
+            black_box(root.route(k, &guard).lower_bound(k));
+        }
+        let search = per_probe(t);
+        let t = Instant::now();
+        for k in &probes {
+            let cell = root.route(k, &guard).record(k).expect("present");
+            assert_eq!(cell.read(), Some(*k));
+        }
+        let record = per_probe(t);
+        drop(guard);
+        let t = Instant::now();
+        for k in &probes {
+            assert_eq!(index.get(k), Some(*k));
+        }
+        let get = per_probe(t);
+        let t = Instant::now();
+        for k in &probes {
+            let value = map.read().expect("not poisoned").get(k).copied();
+            assert_eq!(value, Some(*k));
+        }
+        let btree = per_probe(t);
+        println!(
+            "round {round}: route {route:.0} ns | +group model {predict:.0} | +key search {search:.0} \
+             | +value {record:.0} | get (with epoch pin) {get:.0} | BTreeMap+RwLock {btree:.0} ({:.2}x)",
+            btree / get
+        );
+    }
+    // Sorted probes hit the caches: what is left is instruction cost.
+    let mut sorted = probes.clone();
+    sorted.sort_unstable();
+    let t = Instant::now();
+    for k in &sorted {
+        assert_eq!(index.get(k), Some(*k));
+    }
+    let get = per_probe(t);
+    let t = Instant::now();
+    for k in &sorted {
+        let value = map.read().expect("not poisoned").get(k).copied();
+        assert_eq!(value, Some(*k));
+    }
+    let btree = per_probe(t);
+    println!("sorted probes (cached): get {get:.0} ns | BTreeMap+RwLock {btree:.0} ns");
+}
