@@ -500,29 +500,27 @@ mod tests {
             predict(NodeKind::Step { pieces: 0 }, &[0u8; 8], 5),
             Err(Error::Corrupt(_))
         ));
-        let mut band = [0u8; 48];
-        Band {
-            x1: 9,
-            x2: 3,
-            ..Band::default()
+        // Reversed key range, then reversed position range.
+        let reversed = [
+            Band {
+                x1: 9,
+                x2: 3,
+                ..Band::default()
+            },
+            Band {
+                y1: 9,
+                y2: 3,
+                ..Band::default()
+            },
+        ];
+        for corrupt in reversed {
+            let mut band = [0u8; 48];
+            corrupt.encode(&mut band).unwrap();
+            assert!(matches!(
+                predict(NodeKind::Band, &band, 5),
+                Err(Error::Corrupt(_))
+            ));
         }
-        .encode(&mut band)
-        .unwrap();
-        assert!(matches!(
-            predict(NodeKind::Band, &band, 5),
-            Err(Error::Corrupt(_))
-        ));
-        Band {
-            y1: 9,
-            y2: 3,
-            ..Band::default()
-        }
-        .encode(&mut band)
-        .unwrap();
-        assert!(matches!(
-            predict(NodeKind::Band, &band, 5),
-            Err(Error::Corrupt(_))
-        ));
         assert_eq!(record_key(&[1, 2]), 0);
     }
 

@@ -29,7 +29,7 @@ const RANGE_BATCH: usize = 64;
 /// core [`Key`] trait; values are any [`Value`] (one 64-bit word, so
 /// reads are never torn).
 pub struct XIndex<K: Key, V: Value> {
-    pub(crate) inner: Arc<Inner<K>>,
+    inner: Arc<Inner<K>>,
     worker: Option<Worker>,
     _values: PhantomData<fn() -> V>,
 }

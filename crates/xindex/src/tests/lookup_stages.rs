@@ -70,7 +70,7 @@ fn lookup_stages() {
     println!("{name}: {} keys", keys.len());
     for round in 0..3 {
         let guard = epoch::pin();
-        let root = index.inner.root(&guard);
+        let root = index.inner().root(&guard);
         let t = Instant::now();
         for k in &probes {
             black_box(root.route(k, &guard));
