@@ -13,6 +13,7 @@ pub mod error;
 pub mod key;
 pub mod keyset;
 pub mod model;
+pub mod prefetch;
 pub mod search;
 pub mod storage;
 

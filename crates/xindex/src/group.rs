@@ -21,6 +21,7 @@ use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
+use lidx_core::prefetch::prefetch;
 use lidx_core::search::{exponential_by, partition_by};
 
 use crate::delta::Delta;
@@ -310,6 +311,21 @@ impl<K: Key> Group<K> {
         )
     }
 
+    /// The sorted key array and its parallel cell array (without the tail).
+    #[inline]
+    pub(crate) fn arrays(&self) -> (&[K], &[RecordCell]) {
+        (&self.keys, &self.cells)
+    }
+
+    /// Starts loading the shared parts a scan of this group reads besides
+    /// the arrays (the records header with the tail, the delta handle), so
+    /// their misses overlap the key search's.
+    #[inline]
+    pub(crate) fn prefetch_scan_state(&self) {
+        prefetch(&*self.records);
+        prefetch(&*self.buf);
+    }
+
     /// Worst error over the group's models.
     pub(crate) fn max_error(&self) -> usize {
         worst_error(&self.models)
@@ -441,22 +457,13 @@ const PREFETCH_REACH: usize = 2;
 /// Hints the CPU to load the cache lines of the cells near `predicted`.
 #[inline]
 fn prefetch_cells(cells: &[RecordCell], predicted: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let first = predicted.saturating_sub(PREFETCH_REACH);
-        let last = predicted.saturating_add(PREFETCH_REACH);
-        for i in [first, last] {
-            if let Some(cell) = cells.get(i) {
-                let address = std::ptr::from_ref(cell).cast::<i8>();
-                // SAFETY: a prefetch is only a hint: it never faults and
-                // never changes memory, and `address` points into `cells`.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(address) };
-            }
+    let first = predicted.saturating_sub(PREFETCH_REACH);
+    let last = predicted.saturating_add(PREFETCH_REACH);
+    for i in [first, last] {
+        if let Some(cell) = cells.get(i) {
+            prefetch(cell);
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (cells, predicted);
 }
 
 fn worst_error<K>(models: &[SubModel<K>]) -> usize {

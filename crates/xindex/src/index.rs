@@ -133,14 +133,13 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
         let mut lower = Bound::Included(start.clone());
         let mut remaining = n;
-        let mut batch = Vec::with_capacity(remaining.min(1024));
+        // Batches bound how long one epoch pin is held on a long scan.
         while remaining > 0 {
-            batch.clear();
-            let next =
-                self.inner
-                    .collect(lower, &Bound::Unbounded, remaining.min(1024), &mut batch);
-            remaining -= batch.len();
-            out.extend(batch.drain(..).map(|(k, w)| (k, V::from_word(w))));
+            let before = out.len();
+            let next = self
+                .inner
+                .collect(lower, &Bound::Unbounded, remaining.min(1024), out);
+            remaining -= out.len() - before;
             match next {
                 Some(resume) => lower = resume,
                 None => break,
@@ -340,8 +339,7 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
                 .index
                 .inner
                 .collect(lower, &self.upper, RANGE_BATCH, &mut batch);
-            self.buffer
-                .extend(batch.into_iter().map(|(k, w)| (k, V::from_word(w))));
+            self.buffer.extend(batch);
         }
         self.buffer.pop_front()
     }

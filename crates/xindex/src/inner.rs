@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 use crossbeam_utils::{Backoff, CachePadded};
 use lidx_core::Key;
+use lidx_core::prefetch::prefetch_slice;
 use parking_lot::Mutex;
 
 use crate::config::Config;
@@ -20,6 +21,12 @@ use crate::group::Group;
 use crate::hooks::Hooks;
 use crate::record::{Outcome, Write};
 use crate::root::Root;
+use crate::value::Value;
+
+/// Cache lines of keys (and, separately, of cells) a scan prefetches when
+/// it starts copying a group's array: enough for a 100-record scan of
+/// 8-byte keys, bounded so a long range does not flood the memory system.
+const SCAN_PREFETCH_LINES: usize = 32;
 
 /// Maintenance event counters.
 #[derive(Default)]
@@ -157,13 +164,16 @@ impl<K: Key> Inner<K> {
     /// Appends up to `limit` live records with keys after `lower` and
     /// within `upper`, in key order. Returns where to resume, or `None`
     /// when the range is exhausted.
-    pub(crate) fn collect(
+    pub(crate) fn collect<V: Value>(
         &self,
         lower: Bound<K>,
         upper: &Bound<K>,
         limit: usize,
-        out: &mut Vec<(K, u64)>,
+        out: &mut Vec<(K, V)>,
     ) -> Option<Bound<K>> {
+        if limit == 0 {
+            return Some(lower);
+        }
         let guard = epoch::pin();
         let root = self.root(&guard);
         let mut lower = lower;
@@ -173,6 +183,7 @@ impl<K: Key> Inner<K> {
                 Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
                 Bound::Unbounded => root.route_first(&guard),
             };
+            group.prefetch_scan_state();
             let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
             let lower_ref = bound_ref(&lower);
             let records = &group.records;
@@ -181,16 +192,31 @@ impl<K: Key> Inner<K> {
             let mut at = group.first_index(lower_ref, tail_len);
             let mut buf = group.buf.first_from(lower_ref, &guard);
             let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref, &guard));
-            if buf.is_none() && tmp.is_none() {
-                // Nothing buffered at or after `lower` (the common case after
-                // a compaction): the array alone, without the three-way merge.
-                // This is the general loop below with both heads empty.
-                while at < end {
-                    let Some(key) = records.key_at(at).filter(|k| in_range(k)) else {
+            let (keys, cells) = group.arrays();
+            if at < keys.len() {
+                // Start every miss of the records this call will copy at
+                // once instead of one line after another.
+                let ahead = at..keys.len().min(at.saturating_add(limit - taken));
+                prefetch_slice(&keys[ahead.clone()], SCAN_PREFETCH_LINES);
+                prefetch_slice(&cells[ahead], SCAN_PREFETCH_LINES);
+            }
+            loop {
+                let buf_key = buf.as_ref().map(|e| e.key()).filter(|k| in_range(k));
+                let tmp_key = tmp.as_ref().map(|e| e.key()).filter(|k| in_range(k));
+                let first_buffered = match (buf_key, tmp_key) {
+                    (Some(b), Some(t)) => Some(b.min(t)),
+                    (b, t) => b.or(t),
+                };
+                // Array records before every buffered key need no merge:
+                // copy that run straight from the slices (after a
+                // compaction, with nothing buffered, this is the whole scan).
+                while at < keys.len() {
+                    let key = &keys[at];
+                    if !in_range(key) || first_buffered.is_some_and(|b| key >= b) {
                         break;
-                    };
-                    if let Some(word) = records.cell_at(at).read() {
-                        out.push((key.clone(), word));
+                    }
+                    if let Some(word) = cells[at].read() {
+                        out.push((key.clone(), V::from_word(word)));
                         taken += 1;
                         if taken == limit {
                             return Some(Bound::Excluded(key.clone()));
@@ -198,14 +224,12 @@ impl<K: Key> Inner<K> {
                     }
                     at += 1;
                 }
-            }
-            loop {
+                // One merge step: the smallest of the array (or tail) head
+                // and the two buffered heads.
                 let array_key = (at < end)
                     .then(|| records.key_at(at))
                     .flatten()
                     .filter(|k| in_range(k));
-                let buf_key = buf.as_ref().map(|e| e.key()).filter(|k| in_range(k));
-                let tmp_key = tmp.as_ref().map(|e| e.key()).filter(|k| in_range(k));
                 let Some(smallest) = [array_key, buf_key, tmp_key].into_iter().flatten().min()
                 else {
                     break;
@@ -233,7 +257,7 @@ impl<K: Key> Inner<K> {
                     tmp = entry.next();
                 }
                 if let Some(word) = value {
-                    out.push((smallest.clone(), word));
+                    out.push((smallest.clone(), V::from_word(word)));
                     taken += 1;
                     if taken == limit {
                         return Some(Bound::Excluded(smallest.clone()));
