@@ -33,6 +33,13 @@ pub trait Key: Ord + Clone + Debug + Send + Sync + 'static {
     /// `self - origin` in the numeric view, computed with as little rounding
     /// as the type allows (exact for integer offsets below 2^53).
     fn offset_from(&self, origin: &Self) -> f64;
+
+    /// Heap bytes the key owns besides `size_of::<Self>()`, for engines
+    /// that keep memory budgets. Zero for fixed-width keys.
+    #[inline]
+    fn heap_bytes(&self) -> usize {
+        0
+    }
 }
 
 fn short(what: &str, need: usize, have: usize) -> Error {
@@ -179,6 +186,10 @@ pub fn bytes_prefix_u64(bytes: &[u8]) -> u64 {
 
 impl Key for Vec<u8> {
     const ENCODED_WIDTH: Option<usize> = None;
+    #[inline]
+    fn heap_bytes(&self) -> usize {
+        self.capacity()
+    }
     fn encode_le(&self, out: &mut Vec<u8>) {
         // Keys longer than u32::MAX bytes cannot be built in practice; the
         // saturating cast keeps encode infallible and decode then reports it.
@@ -256,6 +267,15 @@ mod tests {
         assert_eq!(a.offset_from(&b), -1.0);
         assert_eq!(u64::MAX.offset_from(&0), u64::MAX as f64);
         assert_eq!(i64::MIN.offset_from(&i64::MAX), -(u64::MAX as f64));
+    }
+
+    #[test]
+    fn only_byte_strings_own_heap_bytes() {
+        assert_eq!(7u64.heap_bytes(), 0);
+        assert_eq!(F64Key::new(1.5).unwrap().heap_bytes(), 0);
+        let mut key = Vec::with_capacity(40);
+        key.extend_from_slice(b"abc");
+        assert_eq!(key.heap_bytes(), 40);
     }
 
     #[test]

@@ -36,6 +36,12 @@ pub struct Config {
     /// background thread (maintenance then runs only through
     /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
     pub maintenance_interval: Option<Duration>,
+    /// Most bytes the delta indexes may hold before compaction has merged
+    /// them (an estimate per entry: key, record cell, skip-list node). A
+    /// writer whose insert goes over it runs maintenance itself before
+    /// returning, so a burst of inserts slows down to what compaction
+    /// absorbs instead of growing memory. Not in the paper. Default 64 MiB.
+    pub delta_budget_bytes: usize,
 }
 
 impl Default for Config {
@@ -49,6 +55,7 @@ impl Default for Config {
             max_root_models: 1 << 16,
             sequential_capacity: 0,
             maintenance_interval: Some(Duration::from_millis(20)),
+            delta_budget_bytes: 64 << 20,
         }
     }
 }
@@ -73,6 +80,9 @@ impl Config {
         }
         if self.max_root_models == 0 {
             return Err(Error::invalid("max_root_models must be at least 1"));
+        }
+        if self.delta_budget_bytes == 0 {
+            return Err(Error::invalid("delta_budget_bytes must be at least 1"));
         }
         if self.maintenance_interval == Some(Duration::ZERO) {
             return Err(Error::invalid(

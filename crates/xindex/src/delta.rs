@@ -16,11 +16,13 @@
 
 use std::ops::Bound;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_skiplist::base::{Entry, SkipList};
+use lidx_core::Key;
 
+use crate::budget::{DeltaBudget, entry_bytes};
 use crate::record::{Outcome, RecordCell, Write};
 
 /// A delta index (the paper's `buf` / `tmp_buf`).
@@ -30,14 +32,27 @@ pub(crate) struct Delta<K> {
     /// Shared by every group node that shares the delta, so a writer on a
     /// stale node sees the freeze too.
     frozen: AtomicBool,
+    /// Bytes this delta's entries are charged against the [`DeltaBudget`],
+    /// refunded once when a compaction has merged them.
+    charged: AtomicUsize,
 }
 
-impl<K: Ord + Send + Sync + 'static> Delta<K> {
+/// What [`Delta::upsert`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Upserted {
+    /// The key's previous value.
+    pub(crate) previous: Option<u64>,
+    /// The upsert created an entry and the delta budget is now exceeded.
+    pub(crate) over_budget: bool,
+}
+
+impl<K: Key> Delta<K> {
     /// An empty, unfrozen delta.
     pub(crate) fn new() -> Self {
         Delta {
             list: OnceLock::new(),
             frozen: AtomicBool::new(false),
+            charged: AtomicUsize::new(0),
         }
     }
 
@@ -65,31 +80,54 @@ impl<K: Ord + Send + Sync + 'static> Delta<K> {
 
     /// Inserts or updates `key` (reviving a removed record): the caller
     /// must have seen the delta unfrozen within its current epoch pin.
-    /// Returns the previous value.
-    pub(crate) fn upsert(&self, key: &K, word: u64, guard: &Guard) -> Option<u64>
+    /// A new entry is charged to `budget`.
+    pub(crate) fn upsert(&self, key: &K, word: u64, guard: &Guard, budget: &DeltaBudget) -> Upserted
     where
-        K: Clone,
+        K: Key,
     {
         let list = self
             .list
             .get_or_init(|| Box::new(SkipList::new(epoch::default_collector().clone())));
+        let mut over_budget = false;
         let outcome = match list.get(key, guard) {
             Some(entry) => entry.value().write(Write::Put(word), true),
             None => {
                 // Insert a removed placeholder and revive it through the
                 // record lock, so a racing insert of the same key serialises
-                // on one cell whichever thread created it.
-                let entry = list.get_or_insert(key.clone(), RecordCell::removed(), guard);
+                // on one cell whichever thread created it. (A racing insert
+                // may build a node that loses; it is charged all the same,
+                // and refunded with the rest of this delta.)
+                let entry = list.get_or_insert_with(
+                    key.clone(),
+                    || {
+                        let bytes = entry_bytes(key);
+                        self.charged.fetch_add(bytes, Ordering::Relaxed);
+                        over_budget = budget.charge(bytes);
+                        RecordCell::removed()
+                    },
+                    guard,
+                );
                 let outcome = entry.value().write(Write::Put(word), true);
                 entry.release(guard);
                 outcome
             }
         };
-        match outcome {
+        let previous = match outcome {
             Outcome::Applied(previous) => previous,
             // Reviving is allowed, so a put always applies.
             Outcome::Dead => None,
+        };
+        Upserted {
+            previous,
+            over_budget,
         }
+    }
+
+    /// Takes back everything charged for this (frozen and merged) delta,
+    /// once: later calls return 0.
+    pub(crate) fn take_charge(&self) -> usize {
+        debug_assert!(self.is_frozen(), "only a merged delta is refunded");
+        self.charged.swap(0, Ordering::Relaxed)
     }
 
     /// First entry whose key is inside `bound`.
@@ -121,16 +159,18 @@ mod tests {
     #[test]
     fn upsert_get_and_revive() {
         let d = Delta::<u64>::new();
+        let budget = DeltaBudget::new(usize::MAX);
         let guard = epoch::pin();
-        assert_eq!(d.upsert(&5, 50, &guard), None);
-        assert_eq!(d.upsert(&5, 51, &guard), Some(50));
+        let put = |k: u64, v: u64| d.upsert(&k, v, &guard, &budget).previous;
+        assert_eq!(put(5, 50), None);
+        assert_eq!(put(5, 51), Some(50));
         assert_eq!(d.get(&5, &guard).unwrap().read(), Some(51));
         let cell = d.get(&5, &guard).unwrap();
         assert_eq!(cell.write(Write::Remove, true), Outcome::Applied(Some(51)));
         assert_eq!(d.get(&5, &guard).unwrap().read(), None);
-        assert_eq!(d.upsert(&5, 52, &guard), None);
+        assert_eq!(put(5, 52), None);
         assert_eq!(d.len(), 1);
-        d.upsert(&1, 10, &guard);
+        put(1, 10);
         let keys: Vec<u64> = d.iter(&guard).map(|(k, _)| *k).collect();
         assert_eq!(keys, vec![1, 5]);
         assert_eq!(*d.first_from(Bound::Excluded(&1), &guard).unwrap().key(), 5);
@@ -144,5 +184,27 @@ mod tests {
         assert!(empty.first_from(Bound::Unbounded, &guard).is_none());
         assert_eq!(empty.iter(&guard).count(), 0);
         assert!(d.is_frozen());
+    }
+
+    #[test]
+    fn new_entries_are_charged_once_and_refunded_once() {
+        let d = Delta::<u64>::new();
+        let one = entry_bytes(&0u64);
+        let budget = DeltaBudget::new(2 * one);
+        let guard = epoch::pin();
+        assert!(!d.upsert(&1, 1, &guard, &budget).over_budget);
+        // Updates and revivals of an existing entry cost nothing.
+        assert!(!d.upsert(&1, 2, &guard, &budget).over_budget);
+        assert!(!d.upsert(&2, 2, &guard, &budget).over_budget);
+        assert_eq!(budget.used(), 2 * one);
+        let third = d.upsert(&3, 3, &guard, &budget);
+        assert!(third.over_budget);
+        assert_eq!(third.previous, None);
+        d.freeze();
+        let charged = d.take_charge();
+        assert_eq!(charged, 3 * one);
+        budget.refund(charged);
+        assert_eq!(budget.used(), 0);
+        assert_eq!(d.take_charge(), 0);
     }
 }

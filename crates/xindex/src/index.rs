@@ -214,6 +214,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
             group_merges: c.group_merges.load(Ordering::Relaxed),
             root_updates: c.root_updates.load(Ordering::Relaxed),
             maintenance_passes: c.passes.load(Ordering::Relaxed),
+            delta_bytes: self.inner.budget.used(),
+            budget_waits: self.inner.budget.waits.load(Ordering::Relaxed),
         }
     }
 

@@ -16,7 +16,9 @@ use lidx_core::Key;
 use lidx_core::prefetch::prefetch_slice;
 use parking_lot::Mutex;
 
+use crate::budget::DeltaBudget;
 use crate::config::Config;
+use crate::delta::Upserted;
 use crate::group::Group;
 use crate::hooks::Hooks;
 use crate::record::{Outcome, Write};
@@ -91,12 +93,15 @@ pub(crate) struct Inner<K: Key> {
     pub(crate) maintenance: Mutex<()>,
     pub(crate) counters: Counters,
     pub(crate) len: LenCounter,
+    /// Bytes of delta entries not yet compacted, against the configured budget.
+    pub(crate) budget: DeltaBudget,
     pub(crate) hooks: Hooks,
 }
 
 /// Outcome of one routed attempt at a put.
 pub(crate) enum Attempt {
-    Done(Option<u64>),
+    /// The put took effect.
+    Done(Upserted),
     /// `buf` is frozen and `tmp_buf` not allocated yet (or the node is
     /// stale): unpin and route again (Algorithm 2, line 23).
     Retry,
@@ -106,6 +111,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn new(root: Root<K>, config: Config, len: usize) -> Self {
         Inner {
             root: Atomic::new(root),
+            budget: DeltaBudget::new(config.delta_budget_bytes),
             config,
             maintenance: Mutex::new(()),
             counters: Counters::default(),
@@ -137,16 +143,35 @@ impl<K: Key> Inner<K> {
         loop {
             let guard = epoch::pin();
             let group = self.root(&guard).route(key, &guard);
-            if let Attempt::Done(previous) = try_put(group, key, word, &guard) {
-                if previous.is_none() {
+            if let Attempt::Done(done) = try_put(group, key, word, &self.budget, &guard) {
+                drop(guard);
+                if done.previous.is_none() {
                     self.len.add(1);
                 }
-                return previous;
+                if done.over_budget {
+                    self.relieve_delta_budget();
+                }
+                return done.previous;
             }
             // Unpin before waiting: maintenance allocates `tmp_buf` only
             // after an epoch barrier that waits for us.
             drop(guard);
             backoff.snooze();
+        }
+    }
+
+    /// Backpressure for a writer whose (completed) insert left the deltas
+    /// above their byte budget: run maintenance passes, or wait for the
+    /// running one, until compaction has brought them back under it.
+    /// Called unpinned, since a pass waits for every pinned thread.
+    #[cold]
+    fn relieve_delta_budget(&self) {
+        Counters::bump(&self.budget.waits);
+        while self.budget.over() {
+            let serial = self.maintenance.lock();
+            if self.budget.over() {
+                self.maintain_locked(&serial);
+            }
         }
     }
 
@@ -289,13 +314,25 @@ fn read_in_group<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64
 }
 
 /// Algorithm 2's put on one group node.
-pub(crate) fn try_put<K: Key>(group: &Group<K>, key: &K, word: u64, guard: &Guard) -> Attempt {
+pub(crate) fn try_put<K: Key>(
+    group: &Group<K>,
+    key: &K,
+    word: u64,
+    budget: &DeltaBudget,
+    guard: &Guard,
+) -> Attempt {
+    let done = |previous| {
+        Attempt::Done(Upserted {
+            previous,
+            over_budget: false,
+        })
+    };
     // In place in the array; a removed array record is never revived, so
     // the compaction that skipped it cannot lose this put.
     if let Some(cell) = group.record(key)
         && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
-        return Attempt::Done(previous);
+        return done(previous);
     }
     if let Some(tail) = group.tail_for(key) {
         // Sequential fast path: every insert above the array holds the
@@ -305,28 +342,28 @@ pub(crate) fn try_put<K: Key>(group: &Group<K>, key: &K, word: u64, guard: &Guar
         if let Some(cell) = tail.find(key)
             && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
         {
-            return Attempt::Done(previous);
+            return done(previous);
         }
         if !group.buf.is_frozen() {
             if group.buf.get(key, guard).is_none() && tail.try_append(key, word) {
-                return Attempt::Done(None);
+                return done(None);
             }
-            return Attempt::Done(group.buf.upsert(key, word, guard));
+            return Attempt::Done(group.buf.upsert(key, word, guard, budget));
         }
     } else if !group.buf.is_frozen() {
         // Seen unfrozen inside this pin: the merge phase starts only after
         // a barrier that waits for us, so this insert will be merged.
-        return Attempt::Done(group.buf.upsert(key, word, guard));
+        return Attempt::Done(group.buf.upsert(key, word, guard, budget));
     }
     // Frozen: update in place if the key is live in `buf`, else insert
     // into `tmp_buf`, the only insertable place (no duplicates, I1).
     if let Some(cell) = group.buf.get(key, guard)
         && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
-        return Attempt::Done(previous);
+        return done(previous);
     }
     match group.tmp() {
-        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, guard)),
+        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, guard, budget)),
         _ => Attempt::Retry,
     }
 }

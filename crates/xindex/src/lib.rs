@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod barrier;
+mod budget;
 mod config;
 mod delta;
 mod group;

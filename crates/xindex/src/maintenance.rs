@@ -17,6 +17,8 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 
+use parking_lot::MutexGuard;
+
 use crate::barrier::synchronize;
 use crate::delta::Delta;
 use crate::group::{Group, fit_models};
@@ -95,7 +97,12 @@ fn live_records<K: Key>(
 impl<K: Key> Inner<K> {
     /// One maintenance pass; true if any group or the root changed.
     pub(crate) fn maintain(&self) -> bool {
-        let _serial = self.maintenance.lock();
+        self.maintain_locked(&self.maintenance.lock())
+    }
+
+    /// [`maintain`](Self::maintain) for a caller already holding the
+    /// maintenance lock (`_serial`).
+    pub(crate) fn maintain_locked(&self, _serial: &MutexGuard<'_, ()>) -> bool {
         // SAFETY: see the module docs: we hold the maintenance lock, the
         // only licence to unlink and retire groups and roots.
         let guard = unsafe { epoch::unprotected() };
@@ -301,12 +308,21 @@ impl<K: Key> Inner<K> {
         }
         self.copy_phase(&built);
         for (_, shared) in pending.drain(..) {
+            // SAFETY: reachable until now; retired just below.
+            self.refund_merged(unsafe { shared.deref() });
             // SAFETY: replaced at its only location above; the copy phase
             // no longer needs its records.
             unsafe { retire(shared) };
             Counters::bump(&self.counters.compactions);
         }
         built.first().copied()
+    }
+
+    /// Returns the delta budget charged for `group`'s `buf`, whose records
+    /// the copy phase just finished moving into a new array. (Its memory is
+    /// freed when the retired node is reclaimed, one epoch later.)
+    fn refund_merged(&self, group: &Group<K>) {
+        self.budget.refund(group.buf.take_charge());
     }
 
     /// Copy phase: after a barrier (no operation still uses the replaced
@@ -386,6 +402,7 @@ impl<K: Key> Inner<K> {
         // SAFETY: just built and installed; only this pass retires them.
         let (ga, gb) = unsafe { (ga.deref(), gb.deref()) };
         self.copy_phase(&[ga, gb]);
+        self.refund_merged(old);
         // SAFETY: all three are unlinked: `old` and `left` were replaced at
         // `location`, and `right` was reachable only through `left`.
         unsafe {
@@ -471,6 +488,8 @@ impl<K: Key> Inner<K> {
         self.hooks.fire(Phase::Installed);
         // SAFETY: just built and installed.
         self.copy_phase(&[unsafe { m.deref() }]);
+        self.refund_merged(ga);
+        self.refund_merged(gb);
         // SAFETY: both were unlinked from their only locations above.
         unsafe {
             retire(a);

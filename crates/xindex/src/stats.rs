@@ -40,6 +40,11 @@ pub struct Stats {
     pub root_updates: u64,
     /// Maintenance passes completed.
     pub maintenance_passes: u64,
+    /// Bytes charged to the delta budget now (entries not yet compacted).
+    pub delta_bytes: usize,
+    /// Writes that went over the delta budget and had to help compaction
+    /// before returning.
+    pub budget_waits: u64,
 }
 
 impl Stats {

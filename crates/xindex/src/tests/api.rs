@@ -25,6 +25,12 @@ fn bulk_load_rejects_bad_input_and_config() {
         ..Config::default()
     };
     assert!(XIndex::<u64, u64>::new(bad).is_err());
+    let no_budget = Config {
+        delta_budget_bytes: 0,
+        ..Config::default()
+    };
+    let err = XIndex::<u64, u64>::new(no_budget).err().unwrap();
+    assert!(err.to_string().contains("delta_budget_bytes"), "{err}");
 }
 
 #[test]
@@ -211,4 +217,36 @@ fn bulk_load_builds_groups_that_need_no_split() {
             .zip(&keys)
             .all(|(&(k, v), &want)| k == want && v == k + 1)
     );
+}
+
+#[test]
+fn an_insert_burst_stays_within_the_delta_budget() {
+    // No background thread: without the budget, 50k inserts into 16 groups
+    // would all sit in delta indexes (about 3 MiB) until someone compacted.
+    let budget = 64 << 10;
+    let config = Config {
+        maintenance_interval: None,
+        delta_budget_bytes: budget,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..16_000u64).map(|k| (k * 8, k)), config).unwrap();
+    for i in 0..50_000u64 {
+        let key = (i * 7919) % 128_000 | 1; // odd: never bulk loaded
+        index.insert(key, i);
+        if i % 1000 == 0 {
+            let used = index.stats().delta_bytes;
+            assert!(used <= budget, "{used} bytes charged after {i} inserts");
+        }
+    }
+    let stats = index.stats();
+    assert!(
+        stats.delta_bytes <= budget && stats.budget_waits > 0,
+        "{stats:?}"
+    );
+    assert!(stats.compactions > 0, "{stats:?}");
+    for i in 0..50_000u64 {
+        let key = (i * 7919) % 128_000 | 1;
+        assert!(index.get(&key).is_some(), "key {key} lost");
+    }
+    assert_eq!(index.get(&8), Some(1));
 }

@@ -24,6 +24,16 @@ pub(crate) fn tiny_config() -> Config {
         max_root_models: 4,
         sequential_capacity: 0,
         maintenance_interval: None,
+        delta_budget_bytes: 64 << 20,
+    }
+}
+
+/// [`tiny_config`] with a delta budget of 16 `u64` entries, so inserts
+/// often run maintenance passes themselves.
+pub(crate) fn tiny_budget_config() -> Config {
+    Config {
+        delta_budget_bytes: 16 * crate::budget::entry_bytes(&0u64),
+        ..tiny_config()
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{settle, tiny_config, tiny_sequential_config};
+use super::{settle, tiny_budget_config, tiny_config, tiny_sequential_config};
 use crate::{Config, XIndex};
 
 #[derive(Clone, Debug)]
@@ -131,6 +131,27 @@ proptest! {
         let mut oracle = start;
         run(&index, &mut oracle, &ops)?;
         check_final(&index, &oracle)?;
+    }
+
+    #[test]
+    fn matches_btreemap_under_a_tiny_delta_budget(
+        start in initial(400),
+        ops in proptest::collection::vec(op(400), 1..300),
+    ) {
+        // Inserts past 16 pending entries run passes themselves; after
+        // every operation the charged bytes are within the budget.
+        let config = tiny_budget_config();
+        let budget = config.delta_budget_bytes;
+        let index = XIndex::bulk_load(start.clone(), config).unwrap();
+        let mut oracle = start;
+        for op in &ops {
+            run(&index, &mut oracle, std::slice::from_ref(op))?;
+            let used = index.stats().delta_bytes;
+            prop_assert!(used <= budget, "{} bytes charged after {:?}", used, op);
+        }
+        check_final(&index, &oracle)?;
+        settle(&index);
+        prop_assert_eq!(index.stats().delta_bytes, 0);
     }
 
     #[test]

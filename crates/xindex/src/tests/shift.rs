@@ -39,6 +39,7 @@ fn remove_a_insert_b_while_reading() {
         max_root_models: 1024,
         sequential_capacity: 0,
         maintenance_interval: Some(Duration::from_millis(1)),
+        delta_budget_bytes: 64 << 20,
     };
     let index = XIndex::bulk_load((0..N).map(|i| (key_a(i), value_of(key_a(i)))), config).unwrap();
     let groups_before = index.stats().group_count();

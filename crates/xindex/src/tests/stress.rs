@@ -117,6 +117,8 @@ fn overlapping_writers_with_continuous_maintenance() {
         max_root_models: 64,
         sequential_capacity: 8,
         maintenance_interval: Some(Duration::from_millis(1)),
+        // Small enough that writers often run passes alongside the thread.
+        delta_budget_bytes: 4096,
     };
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
@@ -218,6 +220,16 @@ fn overlapping_writers_with_continuous_maintenance() {
     let stats = index.stats();
     assert!(
         stats.group_splits > 0 && stats.maintenance_passes >= 3,
+        "{stats:?}"
+    );
+    // Writers went over the small delta budget and helped; once every
+    // delta is compacted, every charge has been refunded exactly.
+    assert!(stats.budget_waits > 0, "{stats:?}");
+    super::settle(&index);
+    let stats = index.stats();
+    assert_eq!(
+        (stats.delta_bytes, stats.delta_total()),
+        (0, 0),
         "{stats:?}"
     );
 }
