@@ -231,7 +231,7 @@ fn an_insert_burst_stays_within_the_delta_budget() {
     };
     let index = XIndex::bulk_load((0..16_000u64).map(|k| (k * 8, k)), config).unwrap();
     for i in 0..50_000u64 {
-        let key = (i * 7919) % 128_000 | 1; // odd: never bulk loaded
+        let key = ((i * 7919) % 128_000) | 1; // odd: never bulk loaded
         index.insert(key, i);
         if i % 1000 == 0 {
             let used = index.stats().delta_bytes;
@@ -245,7 +245,7 @@ fn an_insert_burst_stays_within_the_delta_budget() {
     );
     assert!(stats.compactions > 0, "{stats:?}");
     for i in 0..50_000u64 {
-        let key = (i * 7919) % 128_000 | 1;
+        let key = ((i * 7919) % 128_000) | 1;
         assert!(index.get(&key).is_some(), "key {key} lost");
     }
     assert_eq!(index.get(&8), Some(1));
