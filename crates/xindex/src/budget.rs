@@ -11,7 +11,7 @@
 //! slow down to the speed compaction can absorb instead of growing memory.
 //!
 //! The charge is an estimate of what an entry costs: the key (with its
-//! heap bytes), the record cell and the skip-list node around them.
+//! heap bytes), the record cell, their allocation and the index slot.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -20,9 +20,9 @@ use lidx_core::Key;
 
 use crate::record::RecordCell;
 
-/// Bytes of a skip-list node besides its key and value: reference count
-/// and height, plus the tower (on average about two links) and allocator
-/// rounding.
+/// Bytes of a delta entry besides its key and cell: the header and rounding
+/// of the record's allocation, and its pointer slot with its share of the
+/// B-tree nodes (which are at least half full).
 const NODE_OVERHEAD: usize = 40;
 
 /// Bytes charged for one delta entry holding `key`.

@@ -134,7 +134,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn get(&self, key: &K) -> Option<u64> {
         let guard = epoch::pin();
         let group = self.root(&guard).route(key, &guard);
-        read_in_group(group, key, &guard)
+        read_in_group(group, key)
     }
 
     /// `put` (upsert): returns the previous value.
@@ -143,7 +143,7 @@ impl<K: Key> Inner<K> {
         loop {
             let guard = epoch::pin();
             let group = self.root(&guard).route(key, &guard);
-            if let Attempt::Done(done) = try_put(group, key, word, &self.budget, &guard) {
+            if let Attempt::Done(done) = try_put(group, key, word, &self.budget) {
                 drop(guard);
                 if done.previous.is_none() {
                     self.len.add(1);
@@ -179,7 +179,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn remove(&self, key: &K) -> Option<u64> {
         let guard = epoch::pin();
         let group = self.root(&guard).route(key, &guard);
-        let removed = try_remove(group, key, &guard);
+        let removed = try_remove(group, key);
         if removed.is_some() {
             self.len.add(-1);
         }
@@ -215,8 +215,8 @@ impl<K: Key> Inner<K> {
             let (array_len, tail_len) = records.lengths();
             let end = array_len + tail_len;
             let mut at = group.first_index(lower_ref, tail_len);
-            let mut buf = group.buf.first_from(lower_ref, &guard);
-            let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref, &guard));
+            let mut buf = group.buf.first_from(lower_ref);
+            let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref));
             let (keys, cells) = group.arrays();
             if at < keys.len() {
                 // Start every miss of the records this call will copy at
@@ -226,8 +226,8 @@ impl<K: Key> Inner<K> {
                 prefetch_slice(&cells[ahead], SCAN_PREFETCH_LINES);
             }
             loop {
-                let buf_key = buf.as_ref().map(|e| e.key()).filter(|k| in_range(k));
-                let tmp_key = tmp.as_ref().map(|e| e.key()).filter(|k| in_range(k));
+                let buf_key = buf.map(|e| e.key()).filter(|k| in_range(k));
+                let tmp_key = tmp.map(|e| e.key()).filter(|k| in_range(k));
                 let first_buffered = match (buf_key, tmp_key) {
                     (Some(b), Some(t)) => Some(b.min(t)),
                     (b, t) => b.or(t),
@@ -272,14 +272,14 @@ impl<K: Key> Inner<K> {
                     if value.is_none() {
                         value = entry.value().read();
                     }
-                    buf = entry.next();
+                    buf = group.buf.next_after(entry);
                 }
                 if tmp_key == Some(smallest) {
                     let entry = tmp.take().expect("tmp head exists");
                     if value.is_none() {
                         value = entry.value().read();
                     }
-                    tmp = entry.next();
+                    tmp = group.tmp().and_then(|t| t.next_after(entry));
                 }
                 if let Some(word) = value {
                     out.push((smallest.clone(), V::from_word(word)));
@@ -299,18 +299,18 @@ impl<K: Key> Inner<K> {
 
 /// Reads `key` in `group`: array, `buf`, `tmp_buf`.
 #[inline]
-fn read_in_group<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
+fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     if let Some(cell) = group.record(key)
         && let Some(word) = cell.read()
     {
         return Some(word);
     }
-    if let Some(cell) = group.buf.get(key, guard)
+    if let Some(cell) = group.buf.get(key)
         && let Some(word) = cell.read()
     {
         return Some(word);
     }
-    group.tmp()?.get(key, guard)?.read()
+    group.tmp()?.get(key)?.read()
 }
 
 /// Algorithm 2's put on one group node.
@@ -319,7 +319,6 @@ pub(crate) fn try_put<K: Key>(
     key: &K,
     word: u64,
     budget: &DeltaBudget,
-    guard: &Guard,
 ) -> Attempt {
     let done = |previous| {
         Attempt::Done(Upserted {
@@ -345,32 +344,32 @@ pub(crate) fn try_put<K: Key>(
             return done(previous);
         }
         if !group.buf.is_frozen() {
-            if group.buf.get(key, guard).is_none() && tail.try_append(key, word) {
+            if group.buf.get(key).is_none() && tail.try_append(key, word) {
                 return done(None);
             }
-            return Attempt::Done(group.buf.upsert(key, word, guard, budget));
+            return Attempt::Done(group.buf.upsert(key, word, budget));
         }
     } else if !group.buf.is_frozen() {
         // Seen unfrozen inside this pin: the merge phase starts only after
         // a barrier that waits for us, so this insert will be merged.
-        return Attempt::Done(group.buf.upsert(key, word, guard, budget));
+        return Attempt::Done(group.buf.upsert(key, word, budget));
     }
     // Frozen: update in place if the key is live in `buf`, else insert
     // into `tmp_buf`, the only insertable place (no duplicates, I1).
-    if let Some(cell) = group.buf.get(key, guard)
+    if let Some(cell) = group.buf.get(key)
         && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
         return done(previous);
     }
     match group.tmp() {
-        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, guard, budget)),
+        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, budget)),
         _ => Attempt::Retry,
     }
 }
 
 /// Remove, as a put of the removed flag. Never inserts, so never retries:
 /// with `buf` frozen and no `tmp_buf` yet, no live copy can exist anywhere.
-fn try_remove<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
+fn try_remove<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     if let Some(cell) = group.record(key)
         && let Outcome::Applied(previous) = cell.write(Write::Remove, false)
     {
@@ -378,7 +377,7 @@ fn try_remove<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
         return previous;
     }
     let frozen = group.buf.is_frozen();
-    if let Some(cell) = group.buf.get(key, guard)
+    if let Some(cell) = group.buf.get(key)
         && let Outcome::Applied(previous) = cell.write(Write::Remove, !frozen)
     {
         return previous;
@@ -386,7 +385,7 @@ fn try_remove<K: Key>(group: &Group<K>, key: &K, guard: &Guard) -> Option<u64> {
     if !frozen {
         return None;
     }
-    match group.tmp()?.get(key, guard)?.write(Write::Remove, true) {
+    match group.tmp()?.get(key)?.write(Write::Remove, true) {
         Outcome::Applied(previous) => previous,
         Outcome::Dead => None,
     }

@@ -59,14 +59,16 @@ unsafe fn retire<T>(node: Shared<'_, T>) {
 /// Every live record of `group`'s array and (frozen) delta, in key order.
 /// A key may have a removed copy in the array and its live copy in the
 /// delta; removed records are skipped, so each key appears at most once.
-fn live_records<K: Key>(
-    group: &'static Group<K>,
-    guard: &'static Guard,
-) -> Vec<(K, &'static RecordCell)> {
+fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, &'static RecordCell)> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let end = array_len + tail_len;
-    let mut delta = group.buf.iter(guard).peekable();
+    let mut delta = group
+        .buf
+        .records()
+        .into_iter()
+        .map(|r| (r.key(), r.value()))
+        .peekable();
     let mut out = Vec::with_capacity(end + group.buf.len());
     let mut at = 0usize;
     loop {
@@ -285,7 +287,7 @@ impl<K: Key> Inner<K> {
             // SAFETY: reachable from the current root.
             let old = unsafe { shared.deref() };
             let tmp = Arc::clone(old.tmp.get_or_init(|| Arc::new(Delta::new())));
-            let merged = live_records(old, guard);
+            let merged = live_records(old);
             // SAFETY: the targets live in `old`'s records and delta, and
             // `old` is retired only after the copy phase, with `defer_destroy`.
             let new = unsafe {
@@ -379,7 +381,7 @@ impl<K: Key> Inner<K> {
         let right_tmp = Arc::clone(right_ref.tmp.get_or_init(|| right_tmp));
 
         // Step 2.1, merge phase: one merged array cut at the split key.
-        let mut merged = live_records(old, guard);
+        let mut merged = live_records(old);
         let cut = merged.partition_point(|(k, _)| k < &split_key);
         let upper = merged.split_off(cut);
         let models = old.models.len();
@@ -467,8 +469,8 @@ impl<K: Key> Inner<K> {
         let tmp_a = Arc::clone(ga.tmp.get_or_init(|| Arc::clone(&shared_tmp)));
         let tmp_b = Arc::clone(gb.tmp.get_or_init(|| shared_tmp));
         debug_assert!(Arc::ptr_eq(&tmp_a, &tmp_b));
-        let mut merged = live_records(ga, guard);
-        merged.extend(live_records(gb, guard));
+        let mut merged = live_records(ga);
+        merged.extend(live_records(gb));
         // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
         let m = unsafe {
             Group::from_pointers(
@@ -543,14 +545,12 @@ impl<K: Key> Inner<K> {
 /// included; they only shift the cut slightly), if it is above the
 /// smallest key so both halves are non-empty in key range.
 fn median_key<K: Key>(group: &Group<K>) -> Option<K> {
-    // `buf` is not frozen yet: walk it under a real pin while writers insert.
-    let guard = epoch::pin();
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let mut keys: Vec<&K> = (0..array_len + tail_len)
         .filter_map(|i| records.key_at(i))
         .collect();
-    keys.extend(group.buf.iter(&guard).map(|(k, _)| k));
+    keys.extend(group.buf.records().into_iter().map(|r| r.key()));
     keys.sort_unstable();
     keys.dedup();
     if keys.len() < 2 {

@@ -107,7 +107,7 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
             phases.try_recv().is_err(),
             "copy phase ran while a straggler was pinned"
         );
-        match try_put(old, &7, 700, &index.inner().budget, &straggler_guard) {
+        match try_put(old, &7, 700, &index.inner().budget) {
             Attempt::Done(done) => assert_eq!(done.previous, Some(7)),
             Attempt::Retry => panic!("an existing array record is always updatable"),
         }
