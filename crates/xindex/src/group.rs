@@ -212,6 +212,9 @@ pub(crate) struct Group<K> {
     /// `records.cells`, held here too.
     cells: Arc<[RecordCell]>,
     router: Router<K>,
+    /// Whether `records` has a tail, held here so that a lookup or insert
+    /// missing the array need not load the shared `Records` to find out.
+    has_tail: bool,
     /// Smallest key this group is responsible for; `None` for the leftmost
     /// group, which takes every key below the next pivot.
     pub(crate) pivot: Option<K>,
@@ -264,6 +267,7 @@ impl<K: Key> Group<K> {
             keys: Arc::clone(&records.keys),
             cells: Arc::clone(&records.cells),
             router: Router::new(&models),
+            has_tail: records.tail.is_some(),
             pivot,
             records,
             models,
@@ -317,12 +321,22 @@ impl<K: Key> Group<K> {
         (&self.keys, &self.cells)
     }
 
-    /// Starts loading the shared parts a scan of this group reads besides
-    /// the arrays (the records header with the tail, the delta handle), so
-    /// their misses overlap the key search's.
+    /// Array and published tail length, like [`Records::lengths`], without
+    /// loading the shared `Records` when there is no tail.
     #[inline]
-    pub(crate) fn prefetch_scan_state(&self) {
-        prefetch(&*self.records);
+    pub(crate) fn lengths(&self) -> (usize, usize) {
+        if self.has_tail {
+            self.records.lengths()
+        } else {
+            (self.keys.len(), 0)
+        }
+    }
+
+    /// Starts loading the delta index's header, so that its miss overlaps
+    /// the key search's when the operation will likely need both (scans,
+    /// puts).
+    #[inline]
+    pub(crate) fn prefetch_delta(&self) {
         prefetch(&*self.buf);
     }
 
@@ -397,6 +411,9 @@ impl<K: Key> Group<K> {
         if self.keys.get(i) == Some(key) {
             return Some(&self.cells[i]);
         }
+        if !self.has_tail {
+            return None;
+        }
         match &self.records.tail {
             Some(tail) if self.records.above_array(key) => tail.find(key),
             _ => None,
@@ -407,6 +424,9 @@ impl<K: Key> Group<K> {
     /// one and `key` is above the array.
     #[inline]
     pub(crate) fn tail_for(&self, key: &K) -> Option<&Tail<K>> {
+        if !self.has_tail {
+            return None;
+        }
         self.records
             .tail
             .as_ref()
@@ -416,7 +436,7 @@ impl<K: Key> Group<K> {
     /// Index (in the combined array-then-tail order, of which the first
     /// `tail_len` tail records count) of the first record inside `bound`.
     pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize) -> usize {
-        let keys = &self.records.keys;
+        let keys = &self.keys;
         let array = match bound {
             Bound::Unbounded => 0,
             Bound::Included(key) => self.lower_bound(key),
@@ -425,6 +445,9 @@ impl<K: Key> Group<K> {
                 i + partition_by(&keys[i..], |k| k <= key)
             }
         };
+        if !self.has_tail {
+            return array;
+        }
         match &self.records.tail {
             Some(tail) if array == keys.len() => {
                 array

@@ -208,11 +208,11 @@ impl<K: Key> Inner<K> {
                 Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
                 Bound::Unbounded => root.route_first(&guard),
             };
-            group.prefetch_scan_state();
+            group.prefetch_delta();
             let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
             let lower_ref = bound_ref(&lower);
             let records = &group.records;
-            let (array_len, tail_len) = records.lengths();
+            let (array_len, tail_len) = group.lengths();
             let end = array_len + tail_len;
             let mut at = group.first_index(lower_ref, tail_len);
             let mut buf = group.buf.first_from(lower_ref);
@@ -252,7 +252,7 @@ impl<K: Key> Inner<K> {
                 // One merge step: the smallest of the array (or tail) head
                 // and the two buffered heads.
                 let array_key = (at < end)
-                    .then(|| records.key_at(at))
+                    .then(|| keys.get(at).or_else(|| records.key_at(at)))
                     .flatten()
                     .filter(|k| in_range(k));
                 let Some(smallest) = [array_key, buf_key, tmp_key].into_iter().flatten().min()
@@ -264,7 +264,7 @@ impl<K: Key> Inner<K> {
                 // get's order and skip the rest, so no key repeats.
                 let mut value = None;
                 if array_key == Some(smallest) {
-                    value = records.cell_at(at).read();
+                    value = cells.get(at).unwrap_or_else(|| records.cell_at(at)).read();
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
@@ -326,6 +326,8 @@ pub(crate) fn try_put<K: Key>(
             over_budget: false,
         })
     };
+    // A put that misses the array needs the delta next: overlap the misses.
+    group.prefetch_delta();
     // In place in the array; a removed array record is never revived, so
     // the compaction that skipped it cannot lose this put.
     if let Some(cell) = group.record(key)
