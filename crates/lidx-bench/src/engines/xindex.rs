@@ -18,7 +18,7 @@ impl EngineFactory for XIndexFactory {
     fn info(&self) -> EngineInfo {
         EngineInfo::in_memory(
             "xindex",
-            "lidx XIndex-R (learned groups, delta skiplists, background compaction)",
+            "lidx XIndex-R (learned groups, B-tree deltas, background compaction)",
         )
     }
 

@@ -1,8 +1,10 @@
-//! Crate-level tests: API behaviour, a `BTreeMap` oracle, concurrency
-//! stress, a linearizability checker, the paper's lost-update interleaving
-//! and a distribution shift. Unit tests of single modules live beside them.
+//! Crate-level tests: API behaviour, edge-case inputs and the committed
+//! real key sets, a `BTreeMap` oracle, concurrency stress, a
+//! linearizability checker, the paper's lost-update interleaving and a
+//! distribution shift. Unit tests of single modules live beside them.
 
 mod api;
+mod edges;
 mod linearizability;
 mod lookup_stages;
 mod lost_update;
