@@ -15,6 +15,17 @@ pub fn prefetch<T>(item: &T) {
     prefetch_address(std::ptr::from_ref(item).cast::<u8>());
 }
 
+/// Hints the CPU to load `lines` cache lines from `address` on (the line
+/// holding `address` first). Takes a raw pointer, since a hint never reads
+/// the memory: the address may be stale or dangling.
+#[inline]
+pub fn prefetch_lines<T>(address: *const T, lines: usize) {
+    let start = address.cast::<u8>();
+    for line in 0..lines {
+        prefetch_address(start.wrapping_add(line * CACHE_LINE));
+    }
+}
+
 /// Hints the CPU to load the cache lines covering `items`, at most
 /// `max_lines` of them (from the start), so a long slice cannot flood the
 /// memory system with hints it will not use soon.
@@ -67,6 +78,9 @@ mod tests {
         let bytes: Vec<u8> = (0..=255).collect();
         prefetch_slice(&bytes[1..200], 2);
         prefetch(&data[9_999]);
+        prefetch_lines(data.as_ptr(), 3);
+        prefetch_lines(std::ptr::null::<u64>(), 2);
+        prefetch_lines(usize::MAX as *const u64, 2);
         prefetch(&());
         assert_eq!(data.iter().sum::<u64>(), 9_999 * 10_000 / 2);
         assert_eq!(bytes[199], 199);

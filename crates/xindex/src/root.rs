@@ -12,6 +12,7 @@ use crossbeam_epoch::{Atomic, Guard, Shared};
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, round_clamp};
+use lidx_core::prefetch::prefetch_lines;
 use lidx_core::search::upper_bound_within;
 
 use crate::group::Group;
@@ -100,9 +101,10 @@ impl<K: Key> Rmi<K> {
         total as f64 / self.leaves.len() as f64
     }
 
-    /// Number of pivots `<= key`.
+    /// Predicted number of pivots `<= key` among `pivot_count`, and the
+    /// leaf's error bound around it.
     #[inline]
-    fn slot(&self, pivots: &[K], key: &K) -> usize {
+    fn predict(&self, key: &K, pivot_count: usize) -> (usize, usize) {
         let leaf = round_clamp(
             self.stage1
                 .predict_offset(key.offset_from(&self.stage1.origin)),
@@ -112,9 +114,9 @@ impl<K: Key> Rmi<K> {
         let predicted = round_clamp(
             leaf.model
                 .predict_offset(key.offset_from(&leaf.model.origin)),
-            pivots.len(),
+            pivot_count,
         );
-        upper_bound_within(pivots, key, predicted, leaf.max_error)
+        (predicted, leaf.max_error)
     }
 }
 
@@ -191,9 +193,20 @@ impl<K: Key> Root<K> {
 
     /// The slot whose pivot range holds `key`.
     #[inline]
-    fn slot_of(&self, key: &K) -> usize {
+    fn slot_of(&self, key: &K, guard: &Guard) -> usize {
         match &self.rmi {
-            Some(rmi) => rmi.slot(&self.pivots, key),
+            Some(rmi) => {
+                let (predicted, error) = rmi.predict(key, self.pivots.len());
+                // The predicted slot's group is usually the answer: start
+                // loading its node while the bounded pivot search runs.
+                if let Some(slot) = self.slots.get(predicted) {
+                    let group = slot.load(Ordering::Relaxed, guard);
+                    if !group.is_null() {
+                        prefetch_lines(group.as_raw(), 2);
+                    }
+                }
+                upper_bound_within(&self.pivots, key, predicted, error)
+            }
             None => 0,
         }
     }
@@ -203,7 +216,7 @@ impl<K: Key> Root<K> {
     /// links while their pivots are `<= key`.
     #[inline]
     pub(crate) fn route<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
-        let mut group = self.slot_group(self.slot_of(key), guard);
+        let mut group = self.slot_group(self.slot_of(key, guard), guard);
         // SAFETY: `next` links are unlinked before their groups are
         // reclaimed (with `defer_destroy`), and `guard` is pinned.
         while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
@@ -240,7 +253,7 @@ impl<K: Key> Root<K> {
         key: &K,
         guard: &'g Guard,
     ) -> (&'g Group<K>, Option<&'g K>) {
-        self.locate(self.slot_of(key), Some(key), guard)
+        self.locate(self.slot_of(key, guard), Some(key), guard)
     }
 
     /// The leftmost group and the upper end of its key range.
