@@ -407,6 +407,24 @@ impl<K: Key> Group<K> {
         // The record's cell sits in a parallel array: start loading its
         // likely line now, so that miss overlaps the key search's miss.
         prefetch_cells(&self.cells, predicted);
+        self.record_near(key, predicted)
+    }
+
+    /// First half of a pipelined [`record`](Self::record): the predicted
+    /// position of `key`, with its key and cell lines requested.
+    #[inline]
+    pub(crate) fn predict_prefetched(&self, key: &K) -> usize {
+        let predicted = self.predict(key);
+        if let Some(k) = self.keys.get(predicted) {
+            prefetch(k);
+        }
+        prefetch_cells(&self.cells, predicted);
+        predicted
+    }
+
+    /// Second half of [`record`](Self::record), searching from `predicted`.
+    #[inline]
+    pub(crate) fn record_near(&self, key: &K, predicted: usize) -> Option<&RecordCell> {
         let i = self.lower_bound_from(key, predicted);
         if self.keys.get(i) == Some(key) {
             return Some(&self.cells[i]);

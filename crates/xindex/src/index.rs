@@ -107,6 +107,15 @@ impl<K: Key, V: Value> XIndex<K, V> {
         self.inner.get(key).map(V::from_word)
     }
 
+    /// The values of `keys`, appended to `out` in the same order (`None`
+    /// for an absent key). Each answer is what [`get`](Self::get) would
+    /// have returned at some instant during the call; the batch is not an
+    /// atomic snapshot. Faster than calling `get` per key: the lookups run
+    /// in software-pipelined batches whose cache misses overlap.
+    pub fn get_many(&self, keys: &[K], out: &mut Vec<Option<V>>) {
+        self.inner.get_many(keys, out);
+    }
+
     /// Inserts or updates `key`; returns the previous value.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.inner.put(&key, value.to_word()).map(V::from_word)

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::delta::Upserted;
 use crate::group::Group;
 use crate::hooks::Hooks;
-use crate::record::{Outcome, Write};
+use crate::record::{Outcome, RecordCell, Write};
 use crate::root::Root;
 use crate::value::Value;
 
@@ -29,6 +29,11 @@ use crate::value::Value;
 /// it starts copying a group's array: enough for a 100-record scan of
 /// 8-byte keys, bounded so a long range does not flood the memory system.
 const SCAN_PREFETCH_LINES: usize = 32;
+
+/// Keys per software-pipelined batch of [`Inner::get_many`]: enough misses
+/// in flight to fill the memory system, few enough that the first key's
+/// lines are still cached when its last stage runs.
+const GET_BATCH: usize = 16;
 
 /// Maintenance event counters.
 #[derive(Default)]
@@ -135,6 +140,35 @@ impl<K: Key> Inner<K> {
         let guard = epoch::pin();
         let group = self.root(&guard).route(key, &guard);
         read_in_group(group, key)
+    }
+
+    /// `get` of every key of `keys`, appended to `out` in order, in
+    /// software-pipelined batches: each stage (root and slot, group model,
+    /// key search and value) runs for a whole batch before the next, so the
+    /// cache misses of different keys overlap instead of following each
+    /// other. One epoch pin per batch.
+    pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>) {
+        out.reserve(keys.len());
+        for batch in keys.chunks(GET_BATCH) {
+            let guard = epoch::pin();
+            let root = self.root(&guard);
+            let mut slots = [0usize; GET_BATCH];
+            for (slot, key) in slots.iter_mut().zip(batch) {
+                *slot = root.slot_prefetched(key, &guard);
+            }
+            let mut groups: [Option<&Group<K>>; GET_BATCH] = [None; GET_BATCH];
+            let mut predicted = [0usize; GET_BATCH];
+            for (i, key) in batch.iter().enumerate() {
+                let group = root.route_from(slots[i], key, &guard);
+                predicted[i] = group.predict_prefetched(key);
+                groups[i] = Some(group);
+            }
+            for (i, key) in batch.iter().enumerate() {
+                let group = groups[i].expect("routed above");
+                let word = read_record(group, group.record_near(key, predicted[i]), key);
+                out.push(word.map(V::from_word));
+            }
+        }
     }
 
     /// `put` (upsert): returns the previous value.
@@ -300,7 +334,13 @@ impl<K: Key> Inner<K> {
 /// Reads `key` in `group`: array, `buf`, `tmp_buf`.
 #[inline]
 fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
-    if let Some(cell) = group.record(key)
+    read_record(group, group.record(key), key)
+}
+
+/// [`read_in_group`] given the array (or tail) lookup's result `record`.
+#[inline]
+fn read_record<K: Key>(group: &Group<K>, record: Option<&RecordCell>, key: &K) -> Option<u64> {
+    if let Some(cell) = record
         && let Some(word) = cell.read()
     {
         return Some(word);

@@ -216,7 +216,24 @@ impl<K: Key> Root<K> {
     /// links while their pivots are `<= key`.
     #[inline]
     pub(crate) fn route<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
-        let mut group = self.slot_group(self.slot_of(key, guard), guard);
+        self.route_from(self.slot_of(key, guard), key, guard)
+    }
+
+    /// First half of a pipelined [`route`](Self::route): the slot for
+    /// `key`, with the cache lines of the group node it names requested.
+    #[inline]
+    pub(crate) fn slot_prefetched(&self, key: &K, guard: &Guard) -> usize {
+        let slot = self.slot_of(key, guard);
+        let group = self.slots[slot].load(Ordering::Relaxed, guard);
+        prefetch_lines(group.as_raw(), 2);
+        slot
+    }
+
+    /// Second half of [`route`](Self::route), from the slot `slot_of` (or
+    /// [`slot_prefetched`](Self::slot_prefetched)) chose for `key`.
+    #[inline]
+    pub(crate) fn route_from<'g>(&'g self, slot: usize, key: &K, guard: &'g Guard) -> &'g Group<K> {
+        let mut group = self.slot_group(slot, guard);
         // SAFETY: `next` links are unlinked before their groups are
         // reclaimed (with `defer_destroy`), and `guard` is pinned.
         while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {

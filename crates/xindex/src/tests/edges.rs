@@ -20,6 +20,15 @@ fn assert_same<K: Key>(index: &XIndex<K, u64>, oracle: &BTreeMap<K, u64>) {
     for (k, v) in oracle {
         assert_eq!(index.get(k), Some(*v), "get {k:?}");
     }
+    let keys: Vec<K> = oracle.keys().cloned().collect();
+    let mut values = Vec::new();
+    index.get_many(&keys, &mut values);
+    assert!(
+        values
+            .iter()
+            .zip(oracle.values())
+            .all(|(got, v)| *got == Some(*v))
+    );
 }
 
 /// Inserts, removes and gets `keys` in turn (checking every answer), with

@@ -104,10 +104,20 @@ fn lookup_stages() {
             assert_eq!(value, Some(*k));
         }
         let btree = per_probe(t);
+        let mut values = Vec::with_capacity(probes.len());
+        let t = Instant::now();
+        for batch in probes.chunks(64) {
+            values.clear();
+            index.get_many(batch, &mut values);
+            assert!(values.iter().zip(batch).all(|(v, k)| *v == Some(*k)));
+        }
+        let many = per_probe(t);
         println!(
             "round {round}: route {route:.0} ns | +group model {predict:.0} | +key search {search:.0} \
-             | +value {record:.0} | get (with epoch pin) {get:.0} | BTreeMap+RwLock {btree:.0} ({:.2}x)",
-            btree / get
+             | +value {record:.0} | get (with epoch pin) {get:.0} | BTreeMap+RwLock {btree:.0} ({:.2}x) \
+             | get_many {many:.0} ({:.2}x)",
+            btree / get,
+            btree / many
         );
     }
     // Sorted probes hit the caches: what is left is instruction cost.

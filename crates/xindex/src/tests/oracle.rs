@@ -16,6 +16,7 @@ enum Op {
     Insert(u64, u64),
     Remove(u64),
     Get(u64),
+    GetMany(Vec<u64>),
     Scan(u64, usize),
     Range(u64, u64),
     Maintain,
@@ -26,6 +27,7 @@ fn op(key_space: u64) -> impl Strategy<Value = Op> {
         5 => (0..key_space, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
         3 => (0..key_space).prop_map(Op::Remove),
         3 => (0..key_space).prop_map(Op::Get),
+        1 => proptest::collection::vec(0..key_space, 0..40).prop_map(Op::GetMany),
         1 => (0..key_space, 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
         1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
         2 => Just(Op::Maintain),
@@ -48,6 +50,14 @@ fn run(
             }
             Op::Remove(k) => prop_assert_eq!(index.remove(&k), oracle.remove(&k), "{:?}", op),
             Op::Get(k) => prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op),
+            Op::GetMany(ref keys) => {
+                let mut got = vec![Some(7)]; // appended to, not cleared
+                index.get_many(keys, &mut got);
+                let want: Vec<Option<u64>> = std::iter::once(Some(7))
+                    .chain(keys.iter().map(|k| oracle.get(k).copied()))
+                    .collect();
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
             Op::Scan(k, n) => {
                 let mut got = Vec::new();
                 index.scan(&k, n, &mut got);

@@ -69,6 +69,21 @@ fn remove_a_insert_b_while_reading() {
                         assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
                         assert!(out.iter().all(|(k, v)| *v == value_of(*k)));
                     }
+                    if i % 64 == 1 {
+                        // Batched lookups race the same splits and merges.
+                        let batch: Vec<u64> = (0..40)
+                            .map(|j| {
+                                let i = (i + j * 7919) % N;
+                                if j % 2 == 0 { key_a(i) } else { key_b(i) }
+                            })
+                            .collect();
+                        let mut values = Vec::new();
+                        index.get_many(&batch, &mut values);
+                        assert_eq!(values.len(), batch.len());
+                        for (key, value) in batch.iter().zip(values) {
+                            assert!(value.is_none_or(|v| v == value_of(*key)), "key {key}");
+                        }
+                    }
                 }
                 assert!(seen > 0);
             });
