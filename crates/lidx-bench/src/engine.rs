@@ -19,6 +19,16 @@ pub trait BenchEngine: Send + Sync {
     fn remove(&self, key: u64) -> Result<bool>;
     /// Clears `out` and fills it with up to `n` pairs with key >= `start`, ascending.
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()>;
+    /// Clears `out` and fills it with the value of each of `keys`, in
+    /// order. Engines with a batched lookup override this; the default is
+    /// what a user of a map without one writes: a loop of [`get`](Self::get).
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        out.clear();
+        for &key in keys {
+            out.push(self.get(key)?);
+        }
+        Ok(())
+    }
     /// Makes every earlier write durable (no-op for in-memory engines).
     fn sync(&self) -> Result<()> {
         Ok(())

@@ -209,7 +209,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
                         bar.inc(1);
                         continue;
                     }
-                    samples[i].push(run_one(f.as_ref(), &prepared, cfg)?);
+                    samples[i].push(run_one(f.as_ref(), &prepared, spec.batch(), cfg)?);
                     bar.inc(1);
                 }
             }
@@ -266,7 +266,12 @@ fn median_u64(it: impl Iterator<Item = u64>) -> u64 {
 }
 
 /// Builds one engine, runs the prepared streams on it and measures.
-fn run_one(factory: &dyn EngineFactory, prepared: &Prepared, cfg: &BenchConfig) -> Result<Sample> {
+fn run_one(
+    factory: &dyn EngineFactory,
+    prepared: &Prepared,
+    batch: usize,
+    cfg: &BenchConfig,
+) -> Result<Sample> {
     let info = factory.info();
     let tmp = match &cfg.work_dir {
         Some(d) => tempfile::Builder::new().prefix("lidx-bench-").tempdir_in(d),
@@ -279,8 +284,13 @@ fn run_one(factory: &dyn EngineFactory, prepared: &Prepared, cfg: &BenchConfig) 
     let engine = factory.build(&prepared.load, tmp.path(), prepared.writes)?;
     let build_s = t0.elapsed().as_secs_f64();
 
-    let outcome = execute(engine.as_ref(), &prepared.streams, cfg.pin.as_deref())
-        .map_err(|e| Error::invalid(format!("{}: {e}", info.name)))?;
+    let outcome = execute(
+        engine.as_ref(),
+        &prepared.streams,
+        batch,
+        cfg.pin.as_deref(),
+    )
+    .map_err(|e| Error::invalid(format!("{}: {e}", info.name)))?;
     let memory = if alloc::is_active() {
         (alloc::live_bytes() - heap_before).max(0) as u64
     } else {
@@ -325,10 +335,13 @@ pub struct Execution {
     pub wrong: u64,
 }
 
-/// Runs one stream per thread against `engine` and checks every answer.
+/// Runs one stream per thread against `engine` and checks every answer;
+/// with `batch > 1`, runs of gets go to the engine `batch` keys at a time
+/// (`BenchEngine::get_many`).
 pub fn execute(
     engine: &dyn BenchEngine,
     streams: &[Vec<Step>],
+    batch: usize,
     pin: Option<&[usize]>,
 ) -> Result<Execution> {
     let barrier = Barrier::new(streams.len() + 1);
@@ -348,7 +361,11 @@ pub fn execute(
                     // Wait even on error so the other threads are not left hanging.
                     barrier.wait();
                     let mut hist = hist.map_err(|e| Error::invalid(format!("histogram: {e}")))?;
-                    let (wrong, ops) = run_stream(engine, stream, &mut hist)?;
+                    let (wrong, ops) = if batch > 1 {
+                        run_batched(engine, stream, batch, &mut hist)?
+                    } else {
+                        run_stream(engine, stream, &mut hist)?
+                    };
                     Ok((Instant::now(), hist, wrong, ops))
                 })
             })
@@ -420,6 +437,45 @@ fn run_stream(
     Ok((wrong, stream.len() as u64))
 }
 
+/// [`run_stream`] for a stream of gets issued `batch` keys per call; one
+/// latency sample covers a whole batch. Any other operation runs alone.
+fn run_batched(
+    engine: &dyn BenchEngine,
+    stream: &[Step],
+    batch: usize,
+    hist: &mut Histogram<u64>,
+) -> Result<(u64, u64)> {
+    let mut wrong = 0u64;
+    let mut keys = Vec::with_capacity(batch);
+    let mut values = Vec::with_capacity(batch);
+    let every = (LATENCY_SAMPLE_EVERY / batch).max(1);
+    for (i, chunk) in stream.chunks(batch).enumerate() {
+        keys.clear();
+        keys.extend(chunk.iter().map_while(|step| match step.op {
+            Op::Get(k) => Some(k),
+            _ => None,
+        }));
+        if keys.len() < chunk.len() {
+            let (w, _) = run_stream(engine, chunk, hist)?;
+            wrong += w;
+            continue;
+        }
+        let t0 = (i % every == 0).then(Instant::now);
+        engine.get_many(&keys, &mut values)?;
+        if let Some(t0) = t0 {
+            let _ = hist.record(t0.elapsed().as_nanos().clamp(1, 600_000_000_000) as u64);
+        }
+        if values.len() != keys.len() {
+            wrong += keys.len() as u64;
+            continue;
+        }
+        for ((step, &key), &got) in chunk.iter().zip(&keys).zip(&values) {
+            wrong += u64::from(!check_get(key, got, step.expect));
+        }
+    }
+    Ok((wrong, stream.len() as u64))
+}
+
 /// Whether a `get` answer satisfies its expectation.
 pub fn check_get(key: u64, got: Option<u64>, expect: Expect) -> bool {
     match expect {
@@ -444,4 +500,43 @@ pub fn check_scan(start: u64, n: u32, got: &[(u64, u64)], expect: Expect) -> boo
             }
             _ => true,
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineFactory;
+    use crate::workload::{WorkloadSpec, prepare};
+
+    #[test]
+    fn batched_lookups_are_checked_like_single_ones() {
+        let keys: Vec<u64> = (0..5_000u64).map(|i| i * 7 + 3).collect();
+        let spec: WorkloadSpec = "lookup-batch:16".parse().unwrap();
+        let prepared = prepare(&spec, &keys, 2, 1_000, 9).unwrap();
+        let factories: [&dyn EngineFactory; 2] = [
+            &crate::peers::btreemap::BTreeMapFactory,
+            &crate::engines::xindex::XIndexFactory,
+        ];
+        for factory in factories {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = factory.build(&prepared.load, dir.path(), false).unwrap();
+            for batch in [spec.batch(), 1, 7] {
+                let run = execute(engine.as_ref(), &prepared.streams, batch, None).unwrap();
+                assert_eq!(run.ops, 1_000);
+                assert_eq!(run.wrong, 0, "{} batch {batch}", factory.info().name);
+                assert!(!run.histogram.is_empty());
+            }
+        }
+        // A wrong answer inside a batch is counted.
+        let mut streams = prepared.streams.clone();
+        streams[0][3].expect = crate::workload::Expect::Value(Some(1));
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::peers::btreemap::BTreeMapFactory
+            .build(&prepared.load, dir.path(), false)
+            .unwrap();
+        assert_eq!(
+            execute(engine.as_ref(), &streams, 16, None).unwrap().wrong,
+            1
+        );
+    }
 }

@@ -13,6 +13,7 @@
 //! | `lookup`, `w1` | all keys | gets of existing keys, uniform |
 //! | `lookup:zipf` | all keys | gets, Zipf(0.99) over the keys, hot keys scattered |
 //! | `lookup-miss` | all keys | gets of absent keys drawn from the gaps between (and around) existing keys |
+//! | `lookup-batch:N` | all keys | the gets of `lookup`, issued N at a time through the engine's multi-get (a loop of gets for engines without one); latency columns are per batch |
 //! | `scan`, `w2` | all keys | scan of 100 records from a uniformly chosen existing key |
 //! | `insert`, `w3` | a random half | inserts of the other half, random order |
 //! | `mixed:R` | all but a held-back sample | reads with probability R, else insert : remove : update = 1 : 1 : 2 |
@@ -91,6 +92,9 @@ use crate::keygen::Zipf;
 /// Records per scan of `scan`, `w2` and `oscillate`, and the maximum scan
 /// length of `ycsb-e`.
 pub const SCAN_LEN: u32 = 100;
+
+/// Largest batch of `lookup-batch:N`.
+pub const MAX_BATCH: u32 = 4096;
 
 /// One operation of a workload stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +188,11 @@ pub enum WorkloadSpec {
     LookupZipf,
     /// `lookup-miss`: gets of keys absent from the set.
     LookupMiss,
+    /// `lookup-batch:N`: the gets of `lookup`, N per multi-get call.
+    LookupBatch {
+        /// Keys per call, in `1..=MAX_BATCH`.
+        size: u32,
+    },
     /// `scan`: 100-record scans from uniformly chosen existing keys.
     Scan,
     /// `insert`: bulk-load a random half, insert the other half.
@@ -205,7 +214,7 @@ pub enum WorkloadSpec {
 }
 
 /// Every accepted workload name form, for error messages and help texts.
-pub const VALID_FORMS: &str = "lookup, lookup:zipf, lookup-miss, scan, insert, \
+pub const VALID_FORMS: &str = "lookup, lookup:zipf, lookup-miss, lookup-batch:N (N keys per multi-get, 1..=4096), scan, insert, \
     mixed:R (R = read fraction in [0,1], e.g. mixed:0.9), w1..w6, ycsb-a..ycsb-f, \
     oscillate, shift";
 
@@ -216,6 +225,7 @@ impl WorkloadSpec {
             WorkloadSpec::Lookup
             | WorkloadSpec::LookupZipf
             | WorkloadSpec::LookupMiss
+            | WorkloadSpec::LookupBatch { .. }
             | WorkloadSpec::Scan
             | WorkloadSpec::Aulid(Aulid::W1 | Aulid::W2)
             | WorkloadSpec::Ycsb(Ycsb::C) => false,
@@ -230,6 +240,7 @@ impl WorkloadSpec {
             WorkloadSpec::Lookup => "lookup".into(),
             WorkloadSpec::LookupZipf => "lookup:zipf".into(),
             WorkloadSpec::LookupMiss => "lookup-miss".into(),
+            WorkloadSpec::LookupBatch { size } => format!("lookup-batch:{size}"),
             WorkloadSpec::Scan => "scan".into(),
             WorkloadSpec::Insert => "insert".into(),
             WorkloadSpec::Mixed { read } => format!("mixed:{read}"),
@@ -247,6 +258,7 @@ impl WorkloadSpec {
             WorkloadSpec::Lookup,
             WorkloadSpec::LookupZipf,
             WorkloadSpec::LookupMiss,
+            WorkloadSpec::LookupBatch { size: 16 },
             WorkloadSpec::Scan,
             WorkloadSpec::Insert,
             WorkloadSpec::Mixed { read: 0.9 },
@@ -267,7 +279,23 @@ impl WorkloadSpec {
         v
     }
 
+    /// Operations the runner hands the engine per call: the batch size of
+    /// `lookup-batch:N`, 1 for every other workload.
+    pub fn batch(&self) -> usize {
+        match *self {
+            WorkloadSpec::LookupBatch { size } => size as usize,
+            _ => 1,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
+        if let WorkloadSpec::LookupBatch { size } = *self
+            && !(1..=MAX_BATCH).contains(&size)
+        {
+            return Err(Error::invalid(format!(
+                "lookup-batch: batch size must be in 1..={MAX_BATCH}, got {size}"
+            )));
+        }
         if let WorkloadSpec::Mixed { read } = *self
             && !(0.0..=1.0).contains(&read)
         {
@@ -311,6 +339,15 @@ impl FromStr for WorkloadSpec {
             "ycsb-d" => WorkloadSpec::Ycsb(Ycsb::D),
             "ycsb-e" => WorkloadSpec::Ycsb(Ycsb::E),
             "ycsb-f" => WorkloadSpec::Ycsb(Ycsb::F),
+            other if other.starts_with("lookup-batch:") => {
+                let n = &other["lookup-batch:".len()..];
+                let size: u32 = n.parse().map_err(|_| {
+                    Error::invalid(format!(
+                        "workload '{s}': '{n}' is not a batch size (valid: {VALID_FORMS})"
+                    ))
+                })?;
+                WorkloadSpec::LookupBatch { size }
+            }
             other => {
                 let r = other.strip_prefix("mixed:").ok_or_else(bad)?;
                 let read: f64 = r.parse().map_err(|_| {
@@ -382,12 +419,12 @@ pub fn prepare(
     let per = ops.div_ceil(threads);
     let n = keys.len();
     let mut prepared = match *spec {
-        WorkloadSpec::Lookup | WorkloadSpec::Aulid(Aulid::W1) => {
-            read_only(keys, threads, per, rng, |rng| {
-                let i = rng.random_range(0..n);
-                get_exact(keys[i], Some(value_for(keys[i], 0)))
-            })
-        }
+        WorkloadSpec::Lookup
+        | WorkloadSpec::LookupBatch { .. }
+        | WorkloadSpec::Aulid(Aulid::W1) => read_only(keys, threads, per, rng, |rng| {
+            let i = rng.random_range(0..n);
+            get_exact(keys[i], Some(value_for(keys[i], 0)))
+        }),
         WorkloadSpec::LookupZipf => zipf_lookups(keys, threads, per, rng),
         WorkloadSpec::Scan | WorkloadSpec::Aulid(Aulid::W2) => {
             read_only(keys, threads, per, rng, |rng| {
@@ -1301,21 +1338,32 @@ mod tests {
             "w0",
             "ycsb-g",
             "ycsb",
+            "lookup-batch:",
+            "lookup-batch:0",
+            "lookup-batch:x",
+            "lookup-batch:5000",
         ] {
             let err = bad.parse::<WorkloadSpec>().unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{bad}");
             let msg = err.to_string();
             assert!(
-                msg.contains("[0, 1]") || msg.contains("mixed:R"),
+                msg.contains("[0, 1]") || msg.contains("mixed:R") || msg.contains("1..=4096"),
                 "{bad}: {msg}"
             );
         }
+    }
+
+    fn spec_batch(s: &str) -> usize {
+        s.parse::<WorkloadSpec>().unwrap().batch()
     }
 
     #[test]
     fn write_flags() {
         let w = |s: &str| s.parse::<WorkloadSpec>().unwrap().is_write();
         assert!(!w("lookup") && !w("lookup:zipf") && !w("lookup-miss") && !w("scan"));
+        assert!(!w("lookup-batch:16"));
+        assert_eq!(spec_batch("lookup-batch:16"), 16);
+        assert_eq!(spec_batch("lookup"), 1);
         assert!(!w("w1") && !w("w2") && !w("ycsb-c") && !w("mixed:1"));
         assert!(w("insert") && w("mixed:0.9") && w("w3") && w("w6") && w("ycsb-a"));
         assert!(w("ycsb-d") && w("ycsb-e") && w("ycsb-f") && w("oscillate") && w("shift"));

@@ -52,6 +52,12 @@ impl BenchEngine for XIndexEngine {
         Ok(self.index.remove(&key).is_some())
     }
 
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        out.clear();
+        self.index.get_many(keys, out);
+        Ok(())
+    }
+
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
         out.clear();
         self.index.scan(&start, n, out);

@@ -58,6 +58,14 @@ impl BenchEngine for BTreeMapEngine {
         Ok(self.map.write().remove(&key).is_some())
     }
 
+    /// One read lock for the whole batch, as a user would write it.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        out.clear();
+        let map = self.map.read();
+        out.extend(keys.iter().map(|k| map.get(k).copied()));
+        Ok(())
+    }
+
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
         out.clear();
         let map = self.map.read();

@@ -106,6 +106,23 @@ fn replay(factory: &dyn EngineFactory, pairs: &[(u64, u64)], ops: &[Op]) -> usiz
             }
         }
     }
+    // The batched lookup agrees with the map, over present and absent keys.
+    let probes: Vec<u64> = oracle
+        .keys()
+        .copied()
+        .chain(ops.iter().filter_map(|op| match *op {
+            Op::Get(k) | Op::Remove(k) => Some(k),
+            _ => None,
+        }))
+        .collect();
+    let mut values = vec![Some(1)];
+    engine.get_many(&probes, &mut values).unwrap();
+    assert_eq!(values.len(), probes.len(), "{name}: get_many length");
+    wrong += probes
+        .iter()
+        .zip(&values)
+        .filter(|&(k, v)| *v != oracle.get(k).copied())
+        .count();
     engine.sync().unwrap();
     if factory.info().persistent {
         assert!(
