@@ -101,7 +101,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
         })
     }
 
-    /// The value stored under `key`. Lock-free and allocation-free.
+    /// The value stored under `key`. Allocation-free; takes no lock when
+    /// the key is in its group's array (the common case after a
+    /// compaction), otherwise a read lock on the group's delta index for
+    /// one tree search. Never waits for maintenance.
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         self.inner.get(key).map(V::from_word)
