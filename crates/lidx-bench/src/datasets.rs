@@ -1,5 +1,5 @@
 //! Named key sets: the real ones in `../shared/data` (or committed under
-//! `data/`) and the seeded generators of [`crate::gen`].
+//! `data/`) and the seeded generators of [`crate::keygen`].
 //!
 //! A dataset argument is a real set's name (`geolite2`, `books`...), a
 //! generator name (`lognormal`, `uniform-sparse`...) or a path to a SOSD

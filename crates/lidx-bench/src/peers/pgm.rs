@@ -7,7 +7,7 @@
 //!   answers. Writes on this variant return [`Error::Unsupported`].
 //! * Write runs get its `Dynamic` index behind a `parking_lot::RwLock` (its
 //!   writes take `&mut self`). `Dynamic` is a *set*; the map stores
-//!   [`Entry`] values ordered and indexed by key only, and a lookup is
+//!   `Entry` values ordered and indexed by key only, and a lookup is
 //!   `Dynamic::lower_bound` followed by a key comparison.
 //!
 //! Known defects of the crate are *not* worked around, so the runner's
