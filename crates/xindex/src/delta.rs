@@ -185,14 +185,17 @@ impl<K: Key> Delta<K> {
                 // Insert a removed placeholder and revive it through the
                 // record lock below, like any update: a concurrent reader
                 // sees the key absent until the put commits.
+                let stored = key.clone();
+                // Charged for the stored copy (a clone's capacity can be
+                // smaller than the caller's key's).
+                let bytes = entry_bytes(&stored);
                 let record = NonNull::from(Box::leak(Box::new(DeltaRecord {
-                    key: key.clone(),
+                    key: stored,
                     cell: RecordCell::removed(),
                 })));
                 index.insert(Slot(record));
                 self.entries.fetch_add(1, Ordering::Release);
                 drop(index);
-                let bytes = entry_bytes(key);
                 self.charged.fetch_add(bytes, Ordering::Relaxed);
                 over_budget = budget.charge(bytes);
                 record
