@@ -15,4 +15,5 @@ pub mod registry;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod summary;
 pub mod workload;

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use lidx_bench::datasets::{self, KeyKind};
 use lidx_bench::keygen::Distribution;
-use lidx_bench::report;
 use lidx_bench::results::Results;
 use lidx_bench::runner::{self, BenchConfig, Outcome};
+use lidx_bench::{report, summary};
 use lidx_core::keyset::{open_sosd_f64, open_sosd_u64, read_text_keys, write_sosd};
 use lidx_core::{Error, Result};
 
@@ -99,16 +99,29 @@ enum Cmd {
         #[arg(long)]
         md: bool,
     },
-    /// Render a results file as an HTML page or a Markdown table.
+    /// Render result files as an HTML page, Markdown tables, or one engine's
+    /// ratios against the best of its peers.
     Report {
-        /// Results JSON written by `lidx bench --json`.
-        results: PathBuf,
-        /// HTML output file.
+        /// Results JSON written by `lidx bench --json` (several with --versus).
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// HTML output file (one results file).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Print a Markdown table to stdout.
         #[arg(long)]
         md: bool,
+        /// Print a table of this engine's throughput over the best of
+        /// --best-of, per dataset, threads and workload.
+        #[arg(long, requires = "best_of")]
+        versus: Option<String>,
+        /// Comma-separated peers for --versus (peers with wrong answers never
+        /// count as best).
+        #[arg(long, value_delimiter = ',')]
+        best_of: Vec<String>,
+        /// With --versus: add a memory column against this peer.
+        #[arg(long)]
+        memory_vs: Option<String>,
     },
     /// AirIndex: build, query, inspect and benchmark storage-tuned indexes.
     Air {
@@ -284,16 +297,43 @@ fn run(cmd: Cmd) -> Result<()> {
             results,
             output,
             md,
+            versus,
+            best_of,
+            memory_vs,
         } => {
-            let results = Results::read(&results)?;
-            if !md && output.is_none() {
-                return Err(Error::invalid("report: give -o FILE.html and/or --md"));
+            let files = results
+                .iter()
+                .map(|p| Results::read(p))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(engine) = &versus {
+                let peers: Vec<&str> = best_of.iter().map(String::as_str).collect();
+                let table = summary::versus_table(
+                    &files,
+                    &summary::Versus {
+                        engine,
+                        peers: &peers,
+                        memory_peer: memory_vs.as_deref(),
+                    },
+                )?;
+                print!("{table}");
+                if !md && output.is_none() {
+                    return Ok(());
+                }
+            } else if !md && output.is_none() {
+                return Err(Error::invalid(
+                    "report: give -o FILE.html, --md and/or --versus ENGINE --best-of PEERS",
+                ));
             }
             if md {
-                print!("{}", report::markdown_table(&results));
+                for f in &files {
+                    print!("{}", report::markdown_table(f));
+                }
             }
             if let Some(path) = output {
-                report::write_html(&results, &path)?;
+                let [one] = files.as_slice() else {
+                    return Err(Error::invalid("report: -o takes exactly one results file"));
+                };
+                report::write_html(one, &path)?;
                 eprintln!("report written to {}", path.display());
             }
             Ok(())

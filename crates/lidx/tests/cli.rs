@@ -235,3 +235,52 @@ fn bench_json_and_report_roundtrip() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("skipmap"));
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
 }
+
+#[test]
+fn report_versus_best_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let json = json.to_str().unwrap();
+    ok(&[
+        "bench",
+        "--engines",
+        "xindex,btreemap,skipmap",
+        "--dataset",
+        "torgeoip",
+        "--workload",
+        "lookup,lookup-batch:8",
+        "--ops",
+        "2000",
+        "--repeat",
+        "1",
+        "--json",
+        json,
+    ]);
+    let table = ok(&[
+        "report",
+        json,
+        "--versus",
+        "xindex",
+        "--best-of",
+        "btreemap,skipmap",
+        "--memory-vs",
+        "btreemap",
+    ]);
+    let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].contains("| lookup | lookup-batch:8 | mem vs btreemap |"),
+        "{table}"
+    );
+    assert!(lines[2].starts_with("| torgeoip ("), "{table}");
+    assert_eq!(lines[2].matches('x').count(), 3, "three ratios: {table}");
+    fails_with(
+        &["report", json, "--versus", "nope", "--best-of", "btreemap"],
+        &["'nope'"],
+    );
+    fails_with(&["report", json], &["--versus"]);
+    fails_with(
+        &["report", json, json, "-o", "/tmp/x.html"],
+        &["exactly one"],
+    );
+}
