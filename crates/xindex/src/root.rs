@@ -13,7 +13,7 @@ use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, round_clamp};
 use lidx_core::prefetch::prefetch_lines;
-use lidx_core::search::upper_bound_within;
+use lidx_core::search::{exponential_by, upper_bound_within};
 
 use crate::group::Group;
 
@@ -120,6 +120,14 @@ impl<K: Key> Rmi<K> {
     }
 }
 
+/// Leaf error bound above which the pivot search gallops from the
+/// prediction instead of binary-searching the whole error window: the
+/// prediction is usually much closer than the bound. Measured (stage tool,
+/// interleaved A/B): the route stage drops by 6-8 ns on osm (leaf errors up
+/// to ~70) and 3-4 ns on geolite2; on books, whose leaves are exact to a
+/// few pivots, the small window's binary search stays as fast.
+const GALLOP_ABOVE_ERROR: usize = 4;
+
 /// The root node.
 pub(crate) struct Root<K> {
     /// `pivots[j]` is the pivot of `slots[j + 1]`; slot 0 takes every key
@@ -205,7 +213,14 @@ impl<K: Key> Root<K> {
                         prefetch_lines(group.as_raw(), 2);
                     }
                 }
-                upper_bound_within(&self.pivots, key, predicted, error)
+                // A small window: its binary search is a few probes. A wide
+                // one (a leaf with a few far outliers): gallop from the
+                // prediction, which is usually much closer than the bound.
+                if error <= GALLOP_ABOVE_ERROR {
+                    upper_bound_within(&self.pivots, key, predicted, error)
+                } else {
+                    exponential_by(&self.pivots, predicted, |p| p <= key)
+                }
             }
             None => 0,
         }
