@@ -337,8 +337,19 @@ mod tests {
         let guard = epoch::pin();
         let pivots: Vec<u64> = (1..500u64).map(|i| i * i * 7 + 1000).collect();
         let groups = groups_at(&pivots, &guard);
-        for leaves in [1, 3, 64, 1000] {
-            let root = Root::new(groups.clone(), leaves, 1 << 16, 2, 0);
+        // (leaves, most leaves, error bound): the first two keep one leaf with
+        // a wide error window (galloping search), the others adapt to small
+        // windows (binary search).
+        let shapes = [
+            (1, 1, 1 << 20),
+            (3, 3, 1 << 20),
+            (64, 1 << 16, 2),
+            (1000, 1 << 16, 2),
+        ];
+        let mut windows = Vec::new();
+        for (leaves, most, bound) in shapes {
+            let root = Root::new(groups.clone(), leaves, most, bound, 0);
+            windows.push(root.max_error());
             for probe in [0u64, 999, 1000, 1007, 1006, 50_000, u64::MAX]
                 .into_iter()
                 .chain(pivots.iter().copied())
@@ -350,6 +361,8 @@ mod tests {
                 assert_eq!(upper, pivots.get(expect));
             }
         }
+        assert!(windows[0] > GALLOP_ABOVE_ERROR, "{windows:?}");
+        assert!(windows[3] <= GALLOP_ABOVE_ERROR, "{windows:?}");
         for g in groups {
             // SAFETY (test): no other reference remains.
             drop(unsafe { g.into_owned() });
