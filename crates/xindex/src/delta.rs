@@ -194,9 +194,14 @@ impl<K: Key> Delta<K> {
                     cell: RecordCell::removed(),
                 })));
                 index.insert(Slot(record));
-                self.entries.fetch_add(1, Ordering::Release);
+                // Plain stores, not read-modify-writes: every writer of
+                // these two counters holds the write lock (`take_charge`
+                // runs only after the last insert, past the freeze barrier).
+                let entries = self.entries.load(Ordering::Relaxed);
+                self.entries.store(entries + 1, Ordering::Release);
+                let charged = self.charged.load(Ordering::Relaxed);
+                self.charged.store(charged + bytes, Ordering::Relaxed);
                 drop(index);
-                self.charged.fetch_add(bytes, Ordering::Relaxed);
                 over_budget = budget.charge(bytes);
                 record
             }
