@@ -488,8 +488,9 @@ fn header_line(h: &Header) -> String {
 fn legend(results: &Results) -> String {
     let mut s = String::from(
         "vs base and (N.NNx): the figure relative to the first engine listed for the \
-         same dataset, workload and threads. Latencies are sampled per operation; \
-         mem is heap held after the run, disk is bytes on disk (- for in-memory).\n",
+         same dataset, workload and threads. Throughput is timed over the first half \
+         of each thread's operations, untimed one by one; latencies are sampled (one \
+         operation in 8) in the second half; mem is heap held after the run, disk is bytes on disk (- for in-memory).\n",
     );
     for (full, short) in durability_labels(results) {
         let _ = writeln!(s, "{short}: {full}");
