@@ -20,9 +20,9 @@ use lidx_core::Key;
 
 use crate::record::RecordCell;
 
-/// Bytes of a delta entry besides its key and cell: the header and rounding
-/// of the record's allocation, and its pointer slot with its share of the
-/// B-tree nodes (which are at least half full).
+/// Bytes of a delta entry besides its key and cell: its share of the
+/// arena's unused slots (under half of a chunk), and its pointer slot with
+/// its share of the B-tree nodes (which are at least half full).
 const NODE_OVERHEAD: usize = 40;
 
 /// Bytes charged for one delta entry holding `key`.

@@ -1,7 +1,7 @@
 //! A group's delta index: an ordered map from key to [`RecordCell`], plus
 //! the `frozen` flag of Two-Phase Compaction.
 //!
-//! Each entry is a [`DeltaRecord`] in its own heap allocation, made by the
+//! Each entry is a [`DeltaRecord`] in the delta's [`Arena`], made by the
 //! insert that created the key and freed only when the delta is dropped
 //! (removal is the record's flag), so a record's address is stable for the
 //! life of the delta: the merge phase can point new records at it, and a
@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use lidx_core::Key;
 use parking_lot::{RwLock, RwLockUpgradableReadGuard};
 
+use crate::arena::Arena;
 use crate::budget::{DeltaBudget, entry_bytes};
 use crate::record::{Outcome, RecordCell, Write};
 
@@ -52,27 +53,32 @@ impl<K> DeltaRecord<K> {
     }
 }
 
-/// An owning pointer to a [`DeltaRecord`], ordered by its key. A raw
-/// pointer rather than a `Box`, because references to the record outlive
-/// the moves the B-tree makes of its slots, and moving a `Box` asserts
-/// that no such reference exists.
+/// A pointer to a [`DeltaRecord`] in the delta's arena, ordered by its key.
 struct Slot<K>(NonNull<DeltaRecord<K>>);
 
 impl<K> Slot<K> {
     #[inline]
     fn record(&self) -> &DeltaRecord<K> {
-        // SAFETY: the pointer comes from `Box::into_raw` in `Delta::upsert`
-        // and is freed only by `Delta::drop`, which owns every slot; until
-        // then the record is never written except through its atomics.
+        // SAFETY: the pointer comes from the arena of the `Index` holding
+        // this slot, which frees records only when it is dropped with the
+        // slot; until then a record is never written except through its
+        // atomics.
         unsafe { self.0.as_ref() }
     }
 }
 
-// SAFETY: a slot is a uniquely owned heap record (like a `Box`), shared
-// only as `&DeltaRecord`, whose fields are a `K` and atomics.
+// SAFETY: a slot only gives `&DeltaRecord` (a `K` and atomics) to a record
+// owned by the arena next to it.
 unsafe impl<K: Send + Sync> Send for Slot<K> {}
-// SAFETY: as above; `&Slot` only gives `&DeltaRecord`.
+// SAFETY: as above.
 unsafe impl<K: Send + Sync> Sync for Slot<K> {}
+
+/// The ordered index over a delta's records, and the records themselves.
+struct Index<K> {
+    set: BTreeSet<Slot<K>>,
+    /// Declared after `set`, so the slots are gone before their records.
+    records: Arena<DeltaRecord<K>>,
+}
 
 impl<K> Borrow<K> for Slot<K> {
     #[inline]
@@ -103,7 +109,7 @@ impl<K: Ord> Ord for Slot<K> {
 
 /// A delta index (the paper's `buf` / `tmp_buf`).
 pub(crate) struct Delta<K> {
-    index: RwLock<BTreeSet<Slot<K>>>,
+    index: RwLock<Index<K>>,
     /// Keys ever inserted (live or removed), readable without the lock.
     entries: AtomicUsize,
     /// Set once by maintenance; afterwards no new key enters this delta.
@@ -128,7 +134,10 @@ impl<K: Key> Delta<K> {
     /// An empty, unfrozen delta (no allocation until the first insert).
     pub(crate) fn new() -> Self {
         Delta {
-            index: RwLock::new(BTreeSet::new()),
+            index: RwLock::new(Index {
+                set: BTreeSet::new(),
+                records: Arena::new(),
+            }),
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
             charged: AtomicUsize::new(0),
@@ -159,7 +168,7 @@ impl<K: Key> Delta<K> {
             return None;
         }
         let index = self.index.read();
-        let record = index.get(key).map(|slot| slot.0);
+        let record = index.set.get(key).map(|slot| slot.0);
         drop(index);
         // SAFETY: records are freed only when the delta is dropped, which
         // `&self` rules out for the returned lifetime.
@@ -174,7 +183,7 @@ impl<K: Key> Delta<K> {
         // Upgradable: other readers go on; a second inserter waits here
         // instead of between our search and our insert.
         let index = self.index.upgradable_read();
-        let found = index.get(key).map(|slot| slot.0);
+        let found = index.set.get(key).map(|slot| slot.0);
         let record = match found {
             Some(record) => {
                 drop(index);
@@ -189,11 +198,11 @@ impl<K: Key> Delta<K> {
                 // Charged for the stored copy (a clone's capacity can be
                 // smaller than the caller's key's).
                 let bytes = entry_bytes(&stored);
-                let record = NonNull::from(Box::leak(Box::new(DeltaRecord {
+                let record = index.records.alloc(DeltaRecord {
                     key: stored,
                     cell: RecordCell::removed(),
-                })));
-                index.insert(Slot(record));
+                });
+                index.set.insert(Slot(record));
                 // Plain stores, not read-modify-writes: every writer of
                 // these two counters holds the write lock (`take_charge`
                 // runs only after the last insert, past the freeze barrier).
@@ -232,7 +241,7 @@ impl<K: Key> Delta<K> {
             return None;
         }
         let index = self.index.read();
-        let record = index.range::<K, _>((bound, Bound::Unbounded)).next()?.0;
+        let record = index.set.range::<K, _>((bound, Bound::Unbounded)).next()?.0;
         drop(index);
         // SAFETY: as in `get`.
         Some(unsafe { record.as_ref() })
@@ -248,20 +257,10 @@ impl<K: Key> Delta<K> {
         let index = self.index.read();
         // SAFETY: as in `get`.
         index
+            .set
             .iter()
             .map(|slot| unsafe { slot.0.as_ref() })
             .collect()
-    }
-}
-
-impl<K> Drop for Delta<K> {
-    fn drop(&mut self) {
-        for slot in std::mem::take(self.index.get_mut()) {
-            // SAFETY: every slot was made by `Box::into_raw` (via
-            // `Box::leak`) in `upsert` and is in the set exactly once;
-            // `&mut self` means no reference to a record is left.
-            drop(unsafe { Box::from_raw(slot.0.as_ptr()) });
-        }
     }
 }
 

@@ -28,6 +28,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod arena;
 mod barrier;
 mod budget;
 mod config;
