@@ -128,6 +128,43 @@ pub fn exponential_upper_bound<K: Ord>(slice: &[K], key: &K, pos: usize) -> usiz
     exponential_by(slice, pos, |x| x <= key)
 }
 
+/// The `window` items around a predicted position `pos` in a slice of
+/// `len` items, as bounds `lo..hi`: centred on `pos`, shifted to stay
+/// inside the slice (shorter only when the slice is).
+#[inline]
+pub fn window_around(pos: usize, len: usize, window: usize) -> (usize, usize) {
+    let lo = pos
+        .saturating_sub(window / 2)
+        .min(len.saturating_sub(window));
+    (lo, lo.saturating_add(window).min(len))
+}
+
+/// Partition point of `before` from a predicted position `pos`: first a
+/// branch-free count of the items `before` holds for among the `window`
+/// items around `pos` ([`window_around`]); only when the answer lies
+/// outside them, [`exponential_by`] from `pos`. Always equal to
+/// `slice.partition_point(before)`.
+///
+/// For cheap comparisons (integer keys) this beats a binary or galloping
+/// search when the prediction is usually close: the window's cache lines
+/// load in parallel, and no branch depends on a loaded item, so the CPU
+/// neither mispredicts on the answer nor stops running ahead.
+#[inline]
+pub fn counted_by<T>(slice: &[T], pos: usize, window: usize, before: impl Fn(&T) -> bool) -> usize {
+    let (lo, hi) = window_around(pos, slice.len(), window);
+    let items = &slice[lo..hi];
+    let below = items
+        .iter()
+        .fold(0usize, |count, x| count + usize::from(before(x)));
+    // The answer is inside when some item is before and some is not, or
+    // when the window reaches the slice's end on the side in question.
+    if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
+        lo + below
+    } else {
+        exponential_by(slice, pos, before)
+    }
+}
+
 /// Linear scan for the partition point starting at `pos`, for tiny error
 /// windows where probing neighbours beats a binary search.
 pub fn linear_by<T>(slice: &[T], pos: usize, before: impl Fn(&T) -> bool) -> usize {
@@ -192,7 +229,24 @@ mod tests {
             prop_assert_eq!(exponential_upper_bound(&keys, &key, pos), ub);
             prop_assert_eq!(linear_by(&keys, pos, |x| *x < key), lb);
             prop_assert_eq!(within_by(&keys, pos, usize::MAX, |x| *x < key), lb);
+            for window in [0, 1, 2, 7, 16, 64] {
+                prop_assert_eq!(counted_by(&keys, pos, window, |x| *x < key), lb);
+                prop_assert_eq!(counted_by(&keys, pos, window, |x| *x <= key), ub);
+            }
+            prop_assert_eq!(counted_by(&keys, usize::MAX, 16, |x| *x < key), lb);
         }
+    }
+
+    #[test]
+    fn windows_stay_inside_the_slice() {
+        assert_eq!(window_around(0, 0, 16), (0, 0));
+        assert_eq!(window_around(5, 3, 16), (0, 3));
+        assert_eq!(window_around(0, 100, 16), (0, 16));
+        assert_eq!(window_around(50, 100, 16), (42, 58));
+        assert_eq!(window_around(99, 100, 16), (84, 100));
+        assert_eq!(window_around(usize::MAX, 100, 16), (84, 100));
+        assert_eq!(window_around(7, 100, 0), (7, 7));
+        assert_eq!(window_around(3, 10, usize::MAX), (0, 10));
     }
 
     #[test]

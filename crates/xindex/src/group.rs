@@ -21,8 +21,8 @@ use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
-use lidx_core::prefetch::prefetch;
-use lidx_core::search::{exponential_by, partition_by};
+use lidx_core::prefetch::{prefetch, prefetch_slice};
+use lidx_core::search::{counted_by, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
 use crate::record::RecordCell;
@@ -385,12 +385,22 @@ impl<K: Key> Group<K> {
 
     /// [`lower_bound`](Self::lower_bound) from a predicted position.
     ///
-    /// Galloping from the prediction touches only the cache lines between
-    /// it and the answer, usually one; a search of the whole `±max_error`
-    /// window would also probe both window edges, further away.
+    /// First a branch-free count over the [`SEARCH_WINDOW`] keys around the
+    /// prediction (their two or three cache lines load in parallel, and no
+    /// branch depends on a loaded key); only when the answer lies outside
+    /// that window, a gallop from the prediction, which touches only the
+    /// lines between it and the answer. Searching the model's whole
+    /// `±max_error` window instead would probe its far edges, more lines.
+    ///
+    /// Keys that own heap memory (strings) gallop only: counting would
+    /// compare, and load, all of the window's keys.
     #[inline]
     fn lower_bound_from(&self, key: &K, predicted: usize) -> usize {
-        exponential_by(&self.keys, predicted, |k| k < key)
+        if std::mem::needs_drop::<K>() {
+            exponential_by(&self.keys, predicted, |k| k < key)
+        } else {
+            counted_by(&self.keys, predicted, SEARCH_WINDOW, |k| k < key)
+        }
     }
 
     /// Index of the record holding exactly `key`.
@@ -415,8 +425,13 @@ impl<K: Key> Group<K> {
     #[inline]
     pub(crate) fn predict_prefetched(&self, key: &K) -> usize {
         let predicted = self.predict(key);
-        if let Some(k) = self.keys.get(predicted) {
-            prefetch(k);
+        if std::mem::needs_drop::<K>() {
+            if let Some(k) = self.keys.get(predicted) {
+                prefetch(k);
+            }
+        } else {
+            let (lo, hi) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
+            prefetch_slice(&self.keys[lo..hi], 3);
         }
         prefetch_cells(&self.cells, predicted);
         predicted
@@ -490,6 +505,13 @@ impl<K: Key> Group<K> {
         self.records.removed.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// Keys the search around a prediction compares without branches before
+/// it falls back to galloping. Stage tool (4M random gets, 1 thread),
+/// against galloping alone: books `get` 121-130 -> 96-106 ns, osm
+/// 170-179 -> 142-160, geolite2 284-300 -> 284-288 (its models miss by
+/// more than 8 records a third of the time).
+const SEARCH_WINDOW: usize = 16;
 
 /// Cells fetched ahead around a predicted position: the lines holding
 /// `cells[predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH]`.
@@ -580,6 +602,34 @@ mod tests {
                 prop_assert_eq!(g.lower_bound(p), expect);
                 let found = g.record(p).and_then(|c| c.read());
                 prop_assert_eq!(found, (keys.get(expect) == Some(p)).then_some(expect as u64));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn search_from_any_prediction_matches_partition_point(
+            mut keys in proptest::collection::vec(0u64..200, 0..60),
+            probes in proptest::collection::vec(0u64..210, 1..12),
+        ) {
+            // Short arrays around the window's size, every prediction (also
+            // past the end): exercises the window's clamping at both ends,
+            // answers inside it, and the gallop on either side of it.
+            keys.sort_unstable();
+            keys.dedup();
+            let n = keys.len();
+            let g = Group::from_values(None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+            // The same keys as byte strings take the galloping path.
+            let strings: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
+            let gs = Group::from_values(None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
+            for p in &probes {
+                let expect = keys.partition_point(|k| k < p);
+                let ps = p.to_be_bytes().to_vec();
+                for predicted in (0..=n + 2).chain([usize::MAX]) {
+                    prop_assert_eq!(g.lower_bound_from(p, predicted), expect);
+                    prop_assert_eq!(gs.lower_bound_from(&ps, predicted), expect);
+                }
             }
         }
     }
