@@ -142,8 +142,10 @@ pub fn window_around(pos: usize, len: usize, window: usize) -> (usize, usize) {
 /// Partition point of `before` from a predicted position `pos`: first a
 /// branch-free count of the items `before` holds for among the `window`
 /// items around `pos` ([`window_around`]); only when the answer lies
-/// outside them, [`exponential_by`] from `pos`. Always equal to
-/// `slice.partition_point(before)`.
+/// outside them, [`exponential_by`] outward from the window's edge on the
+/// answer's side (the window's items are already known to be on the
+/// other side, so galloping from `pos` would compare them again). Always
+/// equal to `slice.partition_point(before)`.
 ///
 /// For cheap comparisons (integer keys) this beats a binary or galloping
 /// search when the prediction is usually close: the window's cache lines
@@ -160,8 +162,14 @@ pub fn counted_by<T>(slice: &[T], pos: usize, window: usize, before: impl Fn(&T)
     // when the window reaches the slice's end on the side in question.
     if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
         lo + below
-    } else {
+    } else if items.is_empty() {
         exponential_by(slice, pos, before)
+    } else if below > 0 {
+        // Every item of the window is before: the answer is right of it.
+        hi + exponential_by(&slice[hi..], 0, before)
+    } else {
+        // No item of the window is before: the answer is at or left of it.
+        exponential_by(&slice[..lo], lo, before)
     }
 }
 
@@ -263,6 +271,23 @@ mod tests {
                     one.partition_point(|x| *x < k)
                 );
             }
+        }
+        // Predictions far off in both directions: the answer lies beyond
+        // the counted window on its right, then on its left.
+        let line: Vec<u64> = (0..1000).map(|i| i * 3).collect();
+        for (key, pos) in [
+            (2_700u64, 0usize),
+            (2_701, 5),
+            (15, 999),
+            (0, 500),
+            (2_997, 0),
+        ] {
+            let expect = line.partition_point(|x| *x < key);
+            assert_eq!(counted_by(&line, pos, 16, |x| *x < key), expect);
+            assert_eq!(
+                counted_by(&line, pos, 16, |x| *x <= key),
+                line.partition_point(|x| *x <= key)
+            );
         }
         let dups = [3u64; 1000];
         assert_eq!(lower_bound_within(&dups, &3, 999, 0), 0);

@@ -415,8 +415,8 @@ impl<K: Key> Group<K> {
     pub(crate) fn record(&self, key: &K) -> Option<&RecordCell> {
         let predicted = self.predict(key);
         // The record's cell sits in a parallel array: start loading its
-        // likely line now, so that miss overlaps the key search's miss.
-        prefetch_cells(&self.cells, predicted);
+        // likely lines now, so that miss overlaps the key search's miss.
+        self.prefetch_cells(predicted);
         self.record_near(key, predicted)
     }
 
@@ -433,8 +433,26 @@ impl<K: Key> Group<K> {
             let (lo, hi) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
             prefetch_slice(&self.keys[lo..hi], 3);
         }
-        prefetch_cells(&self.cells, predicted);
+        // Only the predicted cells: a batch already has every other key's
+        // window in flight, and the whole windows' cells on top of that
+        // overflow the CPU's outstanding-miss slots.
+        prefetch_near(&self.cells, predicted);
         predicted
+    }
+
+    /// Hints the CPU to load the cells a search from `predicted` most
+    /// likely ends on: those of the whole counted window, whose keys load
+    /// at the same time (the answer lies in the window unless the model
+    /// missed by more than half of it), or for galloped keys the ones near
+    /// the prediction.
+    #[inline]
+    fn prefetch_cells(&self, predicted: usize) {
+        if std::mem::needs_drop::<K>() {
+            prefetch_near(&self.cells, predicted);
+        } else {
+            let (lo, hi) = window_around(predicted, self.cells.len(), SEARCH_WINDOW);
+            prefetch_slice(&self.cells[lo..hi], CELL_WINDOW_LINES);
+        }
     }
 
     /// Second half of [`record`](Self::record), searching from `predicted`.
@@ -517,9 +535,14 @@ const SEARCH_WINDOW: usize = 16;
 /// `cells[predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH]`.
 const PREFETCH_REACH: usize = 2;
 
+/// Cache lines holding the cells of one [`SEARCH_WINDOW`]: 16 cells of
+/// 16 bytes span four lines, or five when not line-aligned.
+const CELL_WINDOW_LINES: usize =
+    (SEARCH_WINDOW * std::mem::size_of::<RecordCell>()).div_ceil(64) + 1;
+
 /// Hints the CPU to load the cache lines of the cells near `predicted`.
 #[inline]
-fn prefetch_cells(cells: &[RecordCell], predicted: usize) {
+fn prefetch_near(cells: &[RecordCell], predicted: usize) {
     let first = predicted.saturating_sub(PREFETCH_REACH);
     let last = predicted.saturating_add(PREFETCH_REACH);
     for i in [first, last] {
@@ -638,10 +661,10 @@ mod tests {
     fn prefetch_accepts_any_position() {
         let cells: Vec<RecordCell> = (0..10).map(RecordCell::live).collect();
         for predicted in [0, 1, 5, 9, 10, 11, usize::MAX] {
-            prefetch_cells(&cells, predicted);
+            prefetch_near(&cells, predicted);
         }
-        prefetch_cells(&[], 0);
-        prefetch_cells(&[], usize::MAX);
+        prefetch_near(&[], 0);
+        prefetch_near(&[], usize::MAX);
         // A hint changes nothing observable.
         assert_eq!(cells[9].read(), Some(9));
     }
