@@ -3,11 +3,13 @@
 //! What every lidx engine shares: the [`Key`] trait, learned
 //! [`model`]s with exact error bounds, [`search`] routines over sorted
 //! slices, key-set I/O ([`keyset`]), [`checksum`]s for on-disk formats and
-//! the one [`Error`] type.
+//! the one [`Error`] type, and the priority of engines' [`background`]
+//! threads.
 //!
 //! Engines depend on this crate and never on each other.
 #![warn(missing_docs)]
 
+pub mod background;
 pub mod checksum;
 pub mod error;
 pub mod key;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use lidx_core::background::LOWEST_NICE;
 use lidx_core::{Error, Result};
 
 /// Parameters of an [`XIndex`](crate::XIndex).
@@ -42,6 +43,16 @@ pub struct Config {
     /// returning, so a burst of inserts slows down to what compaction
     /// absorbs instead of growing memory. Not in the paper. Default 64 MiB.
     pub delta_budget_bytes: usize,
+    /// Nice value (0 to 19) the background maintenance thread lowers
+    /// itself to, on Linux (elsewhere ignored). With every core busy with
+    /// application threads, a maintenance thread at their priority takes
+    /// turns with them and slows every operation on its core; at a lower
+    /// one it compacts in their idle time, and `delta_budget_bytes` bounds
+    /// how far it can fall behind (writers over it run maintenance
+    /// themselves, at their own priority). 0 keeps the priority of the
+    /// thread that built the index. Not in the paper, whose background
+    /// threads had cores of their own. Default 10.
+    pub maintenance_nice: u8,
 }
 
 impl Default for Config {
@@ -56,6 +67,7 @@ impl Default for Config {
             sequential_capacity: 0,
             maintenance_interval: Some(Duration::from_millis(20)),
             delta_budget_bytes: 64 << 20,
+            maintenance_nice: 10,
         }
     }
 }
@@ -83,6 +95,12 @@ impl Config {
         }
         if self.delta_budget_bytes == 0 {
             return Err(Error::invalid("delta_budget_bytes must be at least 1"));
+        }
+        if self.maintenance_nice > LOWEST_NICE {
+            return Err(Error::invalid(format!(
+                "maintenance_nice must be at most {LOWEST_NICE}, got {}",
+                self.maintenance_nice
+            )));
         }
         if self.maintenance_interval == Some(Duration::ZERO) {
             return Err(Error::invalid(
@@ -136,6 +154,16 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("max_models")
+        );
+        let bad = Config {
+            maintenance_nice: 20,
+            ..Config::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("maintenance_nice")
         );
         let bad = Config {
             maintenance_interval: Some(Duration::ZERO),

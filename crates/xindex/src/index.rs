@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_epoch::{self as epoch, Owned};
-use lidx_core::{Error, Key, Result};
+use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::Config;
@@ -297,6 +297,10 @@ impl Worker {
         let handle = std::thread::Builder::new()
             .name("xindex-maintenance".into())
             .spawn(move || {
+                // A hint only: if the system refuses, maintenance still
+                // runs, at the priority it inherited (the budget bounds
+                // the deltas either way).
+                let _ = background::lower_current_thread(inner.config.maintenance_nice);
                 let (stopped, wake) = &*signal;
                 loop {
                     {

@@ -176,6 +176,70 @@ fn background_thread_compacts_and_stops_on_drop() {
     drop(index);
 }
 
+/// Nice values of this process's threads named like the maintenance
+/// thread (`comm` holds the first 15 bytes of a thread's name).
+#[cfg(target_os = "linux")]
+fn maintenance_thread_nice_values() -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+            if comm.trim_end() != "xindex-maintena" {
+                return None;
+            }
+            // `stat` fields after the parenthesised name: state is the
+            // first, nice the seventeenth (field 19 of proc(5)).
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().nth(16)?.parse().ok()
+        })
+        .collect()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn maintenance_thread_runs_at_the_configured_nice() {
+    // 13 is used by no other test, so a thread at it is this index's.
+    let inherited = lidx_core::background::current_thread_nice()
+        .unwrap()
+        .unwrap();
+    let expected = inherited.max(13);
+    let config = Config {
+        maintenance_interval: Some(Duration::from_millis(1)),
+        maintenance_nice: 13,
+        ..tiny_config()
+    };
+    let index = XIndex::<u64, u64>::new(config).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !maintenance_thread_nice_values().contains(&expected)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        maintenance_thread_nice_values().contains(&expected),
+        "no maintenance thread at nice {expected}: {:?}",
+        maintenance_thread_nice_values()
+    );
+    // The application's thread keeps its priority.
+    assert_eq!(
+        lidx_core::background::current_thread_nice().unwrap(),
+        Some(inherited)
+    );
+    // A lower-priority maintenance thread still does its work.
+    for k in 0..50 {
+        index.insert(k, k);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(index.stats().delta_total(), 0);
+}
+
 #[test]
 fn bulk_load_builds_groups_that_need_no_split() {
     let config = Config {

@@ -27,6 +27,7 @@ pub(crate) fn tiny_config() -> Config {
         sequential_capacity: 0,
         maintenance_interval: None,
         delta_budget_bytes: 64 << 20,
+        maintenance_nice: 0,
     }
 }
 

@@ -40,6 +40,7 @@ fn remove_a_insert_b_while_reading() {
         sequential_capacity: 0,
         maintenance_interval: Some(Duration::from_millis(1)),
         delta_budget_bytes: 64 << 20,
+        maintenance_nice: Config::default().maintenance_nice,
     };
     let index = XIndex::bulk_load((0..N).map(|i| (key_a(i), value_of(key_a(i)))), config).unwrap();
     let groups_before = index.stats().group_count();
