@@ -135,40 +135,40 @@ mod tests {
         assert_eq!(c.tolerance, 0.25);
         assert!(c.validate().is_ok());
         assert_eq!((c.merge_error(), c.merge_delta()), (8, 64));
-        let bad = Config {
-            tolerance: 1.0,
-            ..Config::default()
-        };
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("tolerance")
-        );
-        let bad = Config {
-            max_models: 0,
-            ..Config::default()
-        };
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("max_models")
-        );
-        let bad = Config {
-            maintenance_nice: 20,
-            ..Config::default()
-        };
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("maintenance_nice")
-        );
-        let bad = Config {
-            maintenance_interval: Some(Duration::ZERO),
-            ..Config::default()
-        };
-        assert!(bad.validate().is_err());
+        let d = Config::default;
+        let bad = [
+            (
+                Config {
+                    tolerance: 1.0,
+                    ..d()
+                },
+                "tolerance",
+            ),
+            (
+                Config {
+                    max_models: 0,
+                    ..d()
+                },
+                "max_models",
+            ),
+            (
+                Config {
+                    maintenance_nice: 20,
+                    ..d()
+                },
+                "maintenance_nice",
+            ),
+            (
+                Config {
+                    maintenance_interval: Some(Duration::ZERO),
+                    ..d()
+                },
+                "maintenance_interval",
+            ),
+        ];
+        for (config, named) in bad {
+            let message = config.validate().unwrap_err().to_string();
+            assert!(message.contains(named), "{named}: {message}");
+        }
     }
 }
