@@ -21,7 +21,7 @@ use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
-use lidx_core::prefetch::{prefetch, prefetch_slice};
+use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_slice};
 use lidx_core::search::{counted_by, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
@@ -538,7 +538,7 @@ const PREFETCH_REACH: usize = 2;
 /// Cache lines holding the cells of one [`SEARCH_WINDOW`]: 16 cells of
 /// 16 bytes span four lines, or five when not line-aligned.
 const CELL_WINDOW_LINES: usize =
-    (SEARCH_WINDOW * std::mem::size_of::<RecordCell>()).div_ceil(64) + 1;
+    (SEARCH_WINDOW * std::mem::size_of::<RecordCell>()).div_ceil(CACHE_LINE) + 1;
 
 /// Hints the CPU to load the cache lines of the cells near `predicted`.
 #[inline]
