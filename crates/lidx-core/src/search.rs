@@ -173,6 +173,46 @@ pub fn counted_by<T>(slice: &[T], pos: usize, window: usize, before: impl Fn(&T)
     }
 }
 
+/// [`counted_by`] for a prediction whose error is known to be at most
+/// about `reach` items: when the answer lies outside the `window`, the
+/// items between the window's edge and `pos ± reach` on the answer's side
+/// are counted next, in a second branch-free pass, so that all their cache
+/// lines load at once instead of one per galloping step. Before that pass,
+/// `outer(start, end)` is told which items it covers, to request lines
+/// that run parallel to them (a value array, say). Beyond `pos ± reach`
+/// (a bound that was wrong, or a key the bound does not cover) it
+/// gallops, so the result is always `slice.partition_point(before)`.
+#[inline]
+pub fn counted_within<T>(
+    slice: &[T],
+    pos: usize,
+    window: usize,
+    reach: usize,
+    before: impl Fn(&T) -> bool,
+    outer: impl FnOnce(usize, usize),
+) -> usize {
+    let (lo, hi) = window_around(pos, slice.len(), window);
+    let items = &slice[lo..hi];
+    let below = items
+        .iter()
+        .fold(0usize, |count, x| count + usize::from(before(x)));
+    if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
+        lo + below
+    } else if items.is_empty() {
+        exponential_by(slice, pos, before)
+    } else if below > 0 {
+        // Right of the window: count up to `pos + reach` (then gallop).
+        let end = pos.saturating_add(reach).clamp(hi, slice.len());
+        outer(hi, end);
+        hi + counted_by(&slice[hi..], 0, end - hi, before)
+    } else {
+        // Left of the window: count down to `pos - reach` (then gallop).
+        let start = pos.saturating_sub(reach).min(lo);
+        outer(start, lo);
+        counted_by(&slice[..lo], lo, lo - start, before)
+    }
+}
+
 /// Linear scan for the partition point starting at `pos`, for tiny error
 /// windows where probing neighbours beats a binary search.
 pub fn linear_by<T>(slice: &[T], pos: usize, before: impl Fn(&T) -> bool) -> usize {
@@ -242,6 +282,20 @@ mod tests {
                 prop_assert_eq!(counted_by(&keys, pos, window, |x| *x <= key), ub);
             }
             prop_assert_eq!(counted_by(&keys, usize::MAX, 16, |x| *x < key), lb);
+            for (window, reach) in [(0, 0), (1, 40), (2, 3), (16, 0), (16, 8), (16, 24), (16, usize::MAX)] {
+                let mut outer = None;
+                let got = counted_within(&keys, pos, window, reach, |x| *x < key, |a, b| outer = Some((a, b)));
+                prop_assert_eq!(got, lb);
+                if let Some((a, b)) = outer {
+                    // The second pass covers items next to the window,
+                    // on the answer's side, inside the slice.
+                    let (lo, hi) = window_around(pos, keys.len(), window);
+                    prop_assert!(a <= b && b <= keys.len());
+                    prop_assert!(b == lo || a == hi, "{a}..{b} beside {lo}..{hi}");
+                    prop_assert_eq!(b == lo, lb <= lo);
+                }
+                prop_assert_eq!(counted_within(&keys, pos, window, reach, |x| *x <= key, |_, _| ()), ub);
+            }
         }
     }
 

@@ -22,7 +22,7 @@ use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
 use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_slice};
-use lidx_core::search::{counted_by, exponential_by, partition_by, window_around};
+use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
 use crate::record::RecordCell;
@@ -160,6 +160,9 @@ struct Router<K> {
     /// `(intercept, slope)` of model `j`: predicted array position is
     /// `intercept + slope * key.offset_from(&base)`.
     lines: [(f64, f64); ROUTER_MODELS],
+    /// How far from its prediction model `j`'s answer can be: its error
+    /// bound plus a margin for keys between records and for rounding.
+    reaches: [u32; ROUTER_MODELS],
 }
 
 impl<K: Key> Router<K> {
@@ -191,11 +194,17 @@ impl<K: Key> Router<K> {
             }
             None => (0.0, 0.0),
         });
+        let reaches = std::array::from_fn(|j| {
+            models
+                .get(j)
+                .map_or(0, |m| u32::try_from(reach(m)).unwrap_or(u32::MAX))
+        });
         Router {
             count,
             base,
             firsts,
             lines,
+            reaches,
         }
     }
 }
@@ -359,47 +368,70 @@ impl<K: Key> Group<K> {
     }
 
     /// The model's predicted array position of `key` (0 for an empty array).
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn predict(&self, key: &K) -> usize {
+        self.prediction(key).pos
+    }
+
+    /// The serving model's predicted array position of `key` and how far
+    /// from it the answer can be.
+    #[inline]
+    pub(crate) fn prediction(&self, key: &K) -> Prediction {
         let router = &self.router;
         if router.count == 0 {
             let model = self.model_for(key);
-            return model.start + model.model.predict_pos(key, model.len);
+            return Prediction {
+                pos: model.start + model.model.predict_pos(key, model.len),
+                reach: reach(model),
+            };
         }
         let mut chosen = 0;
         while chosen + 1 < router.count && router.firsts[chosen] <= *key {
             chosen += 1;
         }
         let (intercept, slope) = router.lines[chosen];
-        round_clamp(
-            intercept + slope * key.offset_from(&router.base),
-            self.keys.len(),
-        )
+        Prediction {
+            pos: round_clamp(
+                intercept + slope * key.offset_from(&router.base),
+                self.keys.len(),
+            ),
+            reach: router.reaches[chosen] as usize,
+        }
     }
 
     /// Position of the first record whose key is `>= key`.
     #[inline]
     pub(crate) fn lower_bound(&self, key: &K) -> usize {
-        self.lower_bound_from(key, self.predict(key))
+        self.lower_bound_from(key, self.prediction(key))
     }
 
-    /// [`lower_bound`](Self::lower_bound) from a predicted position.
+    /// [`lower_bound`](Self::lower_bound) from a prediction.
     ///
     /// First a branch-free count over the [`SEARCH_WINDOW`] keys around the
-    /// prediction (their two or three cache lines load in parallel, and no
-    /// branch depends on a loaded key); only when the answer lies outside
-    /// that window, a gallop from the prediction, which touches only the
-    /// lines between it and the answer. Searching the model's whole
-    /// `±max_error` window instead would probe its far edges, more lines.
+    /// predicted position (their two or three cache lines load in parallel,
+    /// and no branch depends on a loaded key). When the answer lies outside
+    /// that window — a third of geolite2's lookups — a second count over
+    /// the rest of the model's error range on the answer's side, with the
+    /// cells of those records requested first, so the keys and the value
+    /// take one more round trip to memory rather than one per galloping
+    /// step plus one for the value. Counting the whole `±max_error` range
+    /// at once would load more lines for the common case.
     ///
     /// Keys that own heap memory (strings) gallop only: counting would
     /// compare, and load, all of the window's keys.
     #[inline]
-    fn lower_bound_from(&self, key: &K, predicted: usize) -> usize {
+    fn lower_bound_from(&self, key: &K, predicted: Prediction) -> usize {
         if std::mem::needs_drop::<K>() {
-            exponential_by(&self.keys, predicted, |k| k < key)
+            exponential_by(&self.keys, predicted.pos, |k| k < key)
         } else {
-            counted_by(&self.keys, predicted, SEARCH_WINDOW, |k| k < key)
+            counted_within(
+                &self.keys,
+                predicted.pos,
+                SEARCH_WINDOW,
+                predicted.reach,
+                |k| k < key,
+                |start, end| prefetch_slice(&self.cells[start..end], OUTER_CELL_LINES),
+            )
         }
     }
 
@@ -413,30 +445,30 @@ impl<K: Key> Group<K> {
     /// The array or tail record holding exactly `key`.
     #[inline]
     pub(crate) fn record(&self, key: &K) -> Option<&RecordCell> {
-        let predicted = self.predict(key);
+        let predicted = self.prediction(key);
         // The record's cell sits in a parallel array: start loading its
         // likely lines now, so that miss overlaps the key search's miss.
-        self.prefetch_cells(predicted);
+        self.prefetch_cells(predicted.pos);
         self.record_near(key, predicted)
     }
 
     /// First half of a pipelined [`record`](Self::record): the predicted
     /// position of `key`, with its key and cell lines requested.
     #[inline]
-    pub(crate) fn predict_prefetched(&self, key: &K) -> usize {
-        let predicted = self.predict(key);
+    pub(crate) fn predict_prefetched(&self, key: &K) -> Prediction {
+        let predicted = self.prediction(key);
         if std::mem::needs_drop::<K>() {
-            if let Some(k) = self.keys.get(predicted) {
+            if let Some(k) = self.keys.get(predicted.pos) {
                 prefetch(k);
             }
         } else {
-            let (lo, hi) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
+            let (lo, hi) = window_around(predicted.pos, self.keys.len(), SEARCH_WINDOW);
             prefetch_slice(&self.keys[lo..hi], 3);
         }
         // Only the predicted cells: a batch already has every other key's
         // window in flight, and the whole windows' cells on top of that
         // overflow the CPU's outstanding-miss slots.
-        prefetch_near(&self.cells, predicted);
+        prefetch_near(&self.cells, predicted.pos);
         predicted
     }
 
@@ -457,7 +489,7 @@ impl<K: Key> Group<K> {
 
     /// Second half of [`record`](Self::record), searching from `predicted`.
     #[inline]
-    pub(crate) fn record_near(&self, key: &K, predicted: usize) -> Option<&RecordCell> {
+    pub(crate) fn record_near(&self, key: &K, predicted: Prediction) -> Option<&RecordCell> {
         let i = self.lower_bound_from(key, predicted);
         if self.keys.get(i) == Some(key) {
             return Some(&self.cells[i]);
@@ -530,6 +562,29 @@ impl<K: Key> Group<K> {
 /// 170-179 -> 142-160, geolite2 284-300 -> 284-288 (its models miss by
 /// more than 8 records a third of the time).
 const SEARCH_WINDOW: usize = 16;
+
+/// Most cache lines of cells requested for the second count of a search
+/// (see [`Group::lower_bound_from`]): a model's error bound is 32 by
+/// default, so the rest of its range holds at most 24 records beside the
+/// window, 384 bytes of cells.
+const OUTER_CELL_LINES: usize = 8;
+
+/// A model's predicted array position and how far from it a key's lower
+/// bound can lie.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prediction {
+    pub(crate) pos: usize,
+    pub(crate) reach: usize,
+}
+
+/// How far from `model`'s prediction a lower bound can lie: its exact
+/// error bound over its own keys, plus one position for a key between two
+/// records (the bound of its upper neighbour applies) and one for rounding
+/// in the re-expressed lines of the [`Router`]. Only a hint for the
+/// search, which gallops past it anyway.
+fn reach<K>(model: &SubModel<K>) -> usize {
+    model.max_error.saturating_add(2)
+}
 
 /// Cells fetched ahead around a predicted position: the lines holding
 /// `cells[predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH]`.
@@ -649,9 +704,14 @@ mod tests {
             for p in &probes {
                 let expect = keys.partition_point(|k| k < p);
                 let ps = p.to_be_bytes().to_vec();
-                for predicted in (0..=n + 2).chain([usize::MAX]) {
-                    prop_assert_eq!(g.lower_bound_from(p, predicted), expect);
-                    prop_assert_eq!(gs.lower_bound_from(&ps, predicted), expect);
+                for pos in (0..=n + 2).chain([usize::MAX]) {
+                    // Reaches that cover the answer, fall short of it, or
+                    // are absurd: the search must not depend on them.
+                    for reach in [0, 3, 10, 34, usize::MAX] {
+                        let predicted = Prediction { pos, reach };
+                        prop_assert_eq!(g.lower_bound_from(p, predicted), expect);
+                        prop_assert_eq!(gs.lower_bound_from(&ps, predicted), expect);
+                    }
                 }
             }
         }

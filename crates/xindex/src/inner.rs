@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use crate::budget::DeltaBudget;
 use crate::config::Config;
 use crate::delta::Upserted;
-use crate::group::Group;
+use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::record::{Outcome, RecordCell, Write};
 use crate::root::Root;
@@ -157,7 +157,7 @@ impl<K: Key> Inner<K> {
                 *slot = root.slot_prefetched(key, &guard);
             }
             let mut groups: [Option<&Group<K>>; GET_BATCH] = [None; GET_BATCH];
-            let mut predicted = [0usize; GET_BATCH];
+            let mut predicted = [Prediction { pos: 0, reach: 0 }; GET_BATCH];
             for (i, key) in batch.iter().enumerate() {
                 let group = root.route_from(slots[i], key, &guard);
                 predicted[i] = group.predict_prefetched(key);

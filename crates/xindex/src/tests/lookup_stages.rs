@@ -137,3 +137,44 @@ fn time_gets(
     }
     (get, per_probe(t))
 }
+
+/// How far the group models' predictions land from the records they
+/// predict, as a cumulative distribution: what decides how often a search
+/// leaves its counted window (`|err| > 8`) for the second count.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn prediction_errors() {
+    let (name, keys) = key_set();
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load");
+    let guard = epoch::pin();
+    let root = index.inner().root(&guard);
+    // Upper ends of the buckets of |error| (the last one is open).
+    const UPPER: [usize; 10] = [0, 1, 2, 4, 6, 8, 12, 16, 32, usize::MAX];
+    let mut hist = [0usize; UPPER.len()];
+    for k in keys.iter().step_by(3) {
+        let g = root.route(k, &guard);
+        let (predicted, found) = (g.predict(k), g.lower_bound(k));
+        assert_eq!(g.arrays().0.get(found), Some(k), "search missed {k}");
+        hist[UPPER.partition_point(|&u| u < found.abs_diff(predicted))] += 1;
+    }
+    let total: usize = hist.iter().sum();
+    let mut acc = 0;
+    println!("{name}");
+    for (b, label) in [
+        "0", "1", "2", "3-4", "5-6", "7-8", "9-12", "13-16", "17-32", ">32",
+    ]
+    .iter()
+    .enumerate()
+    {
+        acc += hist[b];
+        println!(
+            "|err| {label}: {:.1}% (cum {:.1}%)",
+            100.0 * hist[b] as f64 / total as f64,
+            100.0 * acc as f64 / total as f64
+        );
+    }
+}
