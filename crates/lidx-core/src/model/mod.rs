@@ -90,15 +90,36 @@ pub fn max_error<K: Key, M: PositionModel<K> + ?Sized>(model: &M, keys: &[K]) ->
 /// Rounds a predicted position to the nearest integer (ties up) and clamps it
 /// to `[0, len - 1]`; `NaN` and negative values give 0.
 ///
-/// Computed as `⌊pred + 0.5⌋` through a saturating cast: branch-free and
+/// Computed as `⌊pred + 0.5⌋` (a truncating cast of a non-negative value),
 /// without a libm call, which matters in per-key evaluation loops. Every
 /// model and searcher uses this one definition, so reported errors match
 /// lookups exactly.
 #[inline]
 pub fn round_clamp(pred: f64, len: usize) -> usize {
-    // `as usize` saturates: negatives and NaN become 0, huge values usize::MAX.
-    ((pred + 0.5) as usize).min(len.saturating_sub(1))
+    let x = pred + 0.5;
+    let floor = if (0.0..I64_RANGE_END).contains(&x) {
+        // SAFETY: `x` is finite, non-negative and below 2^63, so its
+        // truncation is an `i64` (and a non-negative one): the one
+        // conversion instruction, where the saturating `as usize` below
+        // needs a dozen for its NaN, sign and 2^63..2^64 cases.
+        unsafe { x.to_int_unchecked::<i64>() as usize }
+    } else {
+        saturating_floor(x)
+    };
+    floor.min(len.saturating_sub(1))
 }
+
+/// `x as usize` for the rare `x` outside `0..2^63`: saturates, so negatives
+/// and NaN become 0 and huge values `usize::MAX`. Out of line, so the
+/// compiler keeps the branch to it instead of computing both casts.
+#[cold]
+#[inline(never)]
+fn saturating_floor(x: f64) -> usize {
+    x as usize
+}
+
+/// 2^63, the first `f64` whose truncation does not fit an `i64`.
+const I64_RANGE_END: f64 = 9_223_372_036_854_775_808.0;
 
 /// Shared evaluation loop: `pos_of(key)` is the rounded prediction.
 pub(crate) fn max_error_by<K: Key>(
@@ -196,6 +217,57 @@ pub(crate) mod testutil {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The definition `round_clamp` must match bit for bit.
+    fn round_clamp_reference(pred: f64, len: usize) -> usize {
+        ((pred + 0.5) as usize).min(len.saturating_sub(1))
+    }
+
+    #[test]
+    fn round_clamp_matches_its_definition_at_the_edges() {
+        let preds = [
+            f64::NAN,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            -0.0,
+            0.0,
+            -0.5,
+            -0.49,
+            0.49,
+            0.5,
+            1.5,
+            2.5,
+            -1e300,
+            1e300,
+            f64::MIN_POSITIVE,
+            9_007_199_254_740_993.0,
+            I64_RANGE_END - 1024.0,
+            I64_RANGE_END - 0.5,
+            I64_RANGE_END,
+            I64_RANGE_END + 4096.0,
+            18_446_744_073_709_551_615.0,
+            18_446_744_073_709_551_616.0,
+        ];
+        for pred in preds {
+            for len in [0, 1, 2, 3, 1000, usize::MAX / 2, usize::MAX] {
+                assert_eq!(
+                    round_clamp(pred, len),
+                    round_clamp_reference(pred, len),
+                    "pred {pred}, len {len}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_clamp_matches_its_definition(bits in any::<u64>(), small in -1e6f64..1e6, len in any::<usize>()) {
+            for pred in [f64::from_bits(bits), small] {
+                prop_assert_eq!(round_clamp(pred, len), round_clamp_reference(pred, len));
+            }
+        }
+    }
 
     struct Fixed(f64);
     impl PositionModel<u64> for Fixed {
