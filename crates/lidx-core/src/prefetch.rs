@@ -35,16 +35,15 @@ pub fn prefetch_slice<T>(items: &[T], max_lines: usize) {
     if bytes == 0 {
         return;
     }
-    let start = items.as_ptr().cast::<u8>();
-    // The first line, then every line boundary inside the slice.
-    let first_line = (start as usize) & !(CACHE_LINE - 1);
-    let end = start as usize + bytes;
-    let lines = (end - first_line).div_ceil(CACHE_LINE).min(max_lines);
+    let start = items.as_ptr() as usize;
+    let first_line = start & !(CACHE_LINE - 1);
+    let last_line = (start + (bytes - 1)) & !(CACHE_LINE - 1);
+    let lines = ((last_line - first_line) / CACHE_LINE + 1).min(max_lines);
+    // The first line's address may lie before `items`; wrapping arithmetic
+    // makes that a plain address, which a prefetch never dereferences.
+    let base = items.as_ptr().cast::<u8>().wrapping_sub(start - first_line);
     for line in 0..lines {
-        // `wrapping_add` keeps the provenance of `start`; every address
-        // computed is inside `items` or in the line holding its first byte.
-        let offset = (first_line + line * CACHE_LINE).saturating_sub(start as usize);
-        prefetch_address(start.wrapping_add(offset));
+        prefetch_address(base.wrapping_add(line * CACHE_LINE));
     }
 }
 
