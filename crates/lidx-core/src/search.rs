@@ -153,6 +153,36 @@ pub fn window_around(pos: usize, len: usize, window: usize) -> (usize, usize) {
 /// neither mispredicts on the answer nor stops running ahead.
 #[inline]
 pub fn counted_by<T>(slice: &[T], pos: usize, window: usize, before: impl Fn(&T) -> bool) -> usize {
+    match count_window(slice, pos, window, &before) {
+        Counted::Inside(i) => i,
+        Counted::EmptyWindow => exponential_by(slice, pos, before),
+        Counted::RightOf(hi) => hi + exponential_by(&slice[hi..], 0, before),
+        Counted::LeftOf(lo) => exponential_by(&slice[..lo], lo, before),
+    }
+}
+
+/// What counting the window around a prediction found.
+enum Counted {
+    /// The answer.
+    Inside(usize),
+    /// The window holds no items (the slice is empty, or `window` is 0).
+    EmptyWindow,
+    /// Every item of the window, which ends before `hi`, is before: the
+    /// answer is right of it.
+    RightOf(usize),
+    /// No item of the window, which starts at `lo`, is before: the answer
+    /// is at or left of it.
+    LeftOf(usize),
+}
+
+/// The branch-free count shared by [`counted_by`] and [`counted_within`].
+#[inline]
+fn count_window<T>(
+    slice: &[T],
+    pos: usize,
+    window: usize,
+    before: &impl Fn(&T) -> bool,
+) -> Counted {
     let (lo, hi) = window_around(pos, slice.len(), window);
     let items = &slice[lo..hi];
     let below = items
@@ -161,15 +191,13 @@ pub fn counted_by<T>(slice: &[T], pos: usize, window: usize, before: impl Fn(&T)
     // The answer is inside when some item is before and some is not, or
     // when the window reaches the slice's end on the side in question.
     if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
-        lo + below
+        Counted::Inside(lo + below)
     } else if items.is_empty() {
-        exponential_by(slice, pos, before)
+        Counted::EmptyWindow
     } else if below > 0 {
-        // Every item of the window is before: the answer is right of it.
-        hi + exponential_by(&slice[hi..], 0, before)
+        Counted::RightOf(hi)
     } else {
-        // No item of the window is before: the answer is at or left of it.
-        exponential_by(&slice[..lo], lo, before)
+        Counted::LeftOf(lo)
     }
 }
 
@@ -191,25 +219,21 @@ pub fn counted_within<T>(
     before: impl Fn(&T) -> bool,
     outer: impl FnOnce(usize, usize),
 ) -> usize {
-    let (lo, hi) = window_around(pos, slice.len(), window);
-    let items = &slice[lo..hi];
-    let below = items
-        .iter()
-        .fold(0usize, |count, x| count + usize::from(before(x)));
-    if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
-        lo + below
-    } else if items.is_empty() {
-        exponential_by(slice, pos, before)
-    } else if below > 0 {
-        // Right of the window: count up to `pos + reach` (then gallop).
-        let end = pos.saturating_add(reach).clamp(hi, slice.len());
-        outer(hi, end);
-        hi + counted_by(&slice[hi..], 0, end - hi, before)
-    } else {
-        // Left of the window: count down to `pos - reach` (then gallop).
-        let start = pos.saturating_sub(reach).min(lo);
-        outer(start, lo);
-        counted_by(&slice[..lo], lo, lo - start, before)
+    match count_window(slice, pos, window, &before) {
+        Counted::Inside(i) => i,
+        Counted::EmptyWindow => exponential_by(slice, pos, before),
+        Counted::RightOf(hi) => {
+            // Count up to `pos + reach` (then gallop).
+            let end = pos.saturating_add(reach).clamp(hi, slice.len());
+            outer(hi, end);
+            hi + counted_by(&slice[hi..], 0, end - hi, before)
+        }
+        Counted::LeftOf(lo) => {
+            // Count down to `pos - reach` (then gallop).
+            let start = pos.saturating_sub(reach).min(lo);
+            outer(start, lo);
+            counted_by(&slice[..lo], lo, lo - start, before)
+        }
     }
 }
 

@@ -52,15 +52,21 @@ fn key_set() -> (String, Vec<u64>) {
     ("generated (3M keys, log-uniform gaps)".into(), keys)
 }
 
-#[test]
-#[ignore = "measuring tool; run with --ignored --nocapture in release"]
-fn lookup_stages() {
-    let (name, keys) = key_set();
+/// An index over `keys` (each its own value), without background
+/// maintenance: the shape a bulk load gives, held still while measured.
+fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
     let config = Config {
         maintenance_interval: None,
         ..Config::default()
     };
-    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load");
+    XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load")
+}
+
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn lookup_stages() {
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
     let mut state = 1;
     let probes: Vec<u64> = (0..4_000_000)
         .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
@@ -145,11 +151,7 @@ fn time_gets(
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn prediction_errors() {
     let (name, keys) = key_set();
-    let config = Config {
-        maintenance_interval: None,
-        ..Config::default()
-    };
-    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load");
+    let index = loaded(&keys);
     let guard = epoch::pin();
     let root = index.inner().root(&guard);
     // Upper ends of the buckets of |error| (the last one is open).
