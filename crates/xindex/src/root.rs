@@ -129,7 +129,7 @@ impl<K: Key> Rmi<K> {
 const GALLOP_ABOVE_ERROR: usize = 4;
 
 /// Cache lines of a group node a lookup reads: its first model lines
-/// end past the second line (offset 144 with four inline models).
+/// end past the second line (offset 160 with four inline models and their reaches).
 const GROUP_LINES: usize = 3;
 
 /// The root node.
