@@ -13,7 +13,8 @@
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-/// Records in the first chunk; most deltas hold only a few keys.
+/// Values in the first chunk of [`Arena::new`]; most deltas hold only a
+/// few keys.
 const FIRST_CHUNK: usize = 4;
 /// Records in the largest chunks.
 const MAX_CHUNK: usize = 256;
@@ -27,6 +28,8 @@ struct Chunk<T> {
 /// Append-only storage: values move in and are dropped only with the arena.
 pub(crate) struct Arena<T> {
     chunks: Vec<Chunk<T>>,
+    /// Capacity of the first chunk.
+    first_chunk: usize,
     /// Initialised slots of the last chunk; every earlier chunk is full.
     used: usize,
 }
@@ -41,8 +44,15 @@ unsafe impl<T: Sync> Sync for Arena<T> {}
 impl<T> Arena<T> {
     /// An empty arena (no allocation until the first value).
     pub(crate) const fn new() -> Self {
+        Self::with_first_chunk(FIRST_CHUNK)
+    }
+
+    /// An empty arena whose first chunk holds `first_chunk` values (for
+    /// large values of which most arenas hold one or two).
+    pub(crate) const fn with_first_chunk(first_chunk: usize) -> Self {
         Arena {
             chunks: Vec::new(),
+            first_chunk,
             used: 0,
         }
     }
@@ -62,7 +72,7 @@ impl<T> Arena<T> {
         let capacity = match self.chunks.last() {
             Some(chunk) if self.used < chunk.capacity => None,
             Some(chunk) => Some((chunk.capacity * 2).min(MAX_CHUNK)),
-            None => Some(FIRST_CHUNK),
+            None => Some(self.first_chunk.max(1)),
         };
         if let Some(capacity) = capacity {
             let raw = Box::into_raw(Box::<[T]>::new_uninit_slice(capacity));

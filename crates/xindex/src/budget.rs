@@ -21,9 +21,10 @@ use lidx_core::Key;
 use crate::record::RecordCell;
 
 /// Bytes of a delta entry besides its key and cell: its share of the
-/// arena's unused slots (under half of a chunk), and its pointer slot with
-/// its share of the B-tree nodes (which are at least half full).
-const NODE_OVERHEAD: usize = 40;
+/// arenas' unused slots (under half of a chunk), and its share of the delta
+/// tree's nodes. A leaf is 160 bytes for 8 to 16 entries (at most 20 per
+/// entry); inner nodes add about a ninth of that again.
+const NODE_OVERHEAD: usize = 48;
 
 /// Bytes charged for one delta entry holding `key`.
 pub(crate) fn entry_bytes<K: Key>(key: &K) -> usize {

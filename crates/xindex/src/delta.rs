@@ -1,36 +1,28 @@
 //! A group's delta index: an ordered map from key to [`RecordCell`], plus
 //! the `frozen` flag of Two-Phase Compaction.
 //!
-//! Each entry is a [`DeltaRecord`] in the delta's [`Arena`], made by the
-//! insert that created the key and freed only when the delta is dropped
-//! (removal is the record's flag), so a record's address is stable for the
-//! life of the delta: the merge phase can point new records at it, and a
-//! reference handed out lives as long as the `&Delta` it came from (the
-//! delta itself is reclaimed through the epoch, with the last group node
-//! sharing it).
+//! Each entry is a [`DeltaRecord`], made by the insert that created the key
+//! and freed only when the delta is dropped (removal is the record's flag),
+//! so a record's address is stable for the life of the delta: the merge
+//! phase can point new records at it, and a reference handed out lives as
+//! long as the `&Delta` it came from (the delta itself is reclaimed through
+//! the epoch, with the last group node sharing it).
 //!
-//! The ordered index over the records is a `BTreeSet` of record pointers
-//! behind a reader-writer lock, the paper's "basic version" (§3.5.1: an
-//! `stx::Btree` under a read-write lock). The lock only guards the
-//! *index*: a lookup holds the read lock for one tree search and then reads
-//! or writes the record through its own version word, so updates of delta
-//! records never block readers, as in the array. Only an insert of a new
-//! key takes the write lock, for one tree insert. A B-tree node holds many
-//! record pointers, so a search costs a few cache misses where a skip list
-//! (the first implementation) cost about one per level: inserts of new keys
-//! became 1.3-1.5x faster.
+//! The ordered index over the records is a [`DeltaTree`]: the paper's
+//! scalable delta index (§3.5.1), a B+-tree whose readers validate node
+//! versions instead of locking and whose writers lock single nodes. A
+//! lookup writes no shared memory, then reads or writes the record through
+//! its own version word, so neither readers nor updates of existing keys
+//! ever wait for each other, and inserts of new keys into one delta only
+//! wait for each other when they hit the same node.
 
-use std::borrow::Borrow;
-use std::collections::BTreeSet;
 use std::ops::Bound;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use lidx_core::Key;
-use parking_lot::{RwLock, RwLockUpgradableReadGuard};
 
-use crate::arena::Arena;
 use crate::budget::{DeltaBudget, entry_bytes};
+use crate::delta_tree::DeltaTree;
 use crate::record::{Outcome, RecordCell, Write};
 
 /// One key of a delta index and its record.
@@ -40,6 +32,14 @@ pub(crate) struct DeltaRecord<K> {
 }
 
 impl<K> DeltaRecord<K> {
+    /// A record of `key` that is removed until a put revives it.
+    pub(crate) fn removed(key: K) -> Self {
+        DeltaRecord {
+            key,
+            cell: RecordCell::removed(),
+        }
+    }
+
     /// The record's key.
     #[inline]
     pub(crate) fn key(&self) -> &K {
@@ -53,64 +53,10 @@ impl<K> DeltaRecord<K> {
     }
 }
 
-/// A pointer to a [`DeltaRecord`] in the delta's arena, ordered by its key.
-struct Slot<K>(NonNull<DeltaRecord<K>>);
-
-impl<K> Slot<K> {
-    #[inline]
-    fn record(&self) -> &DeltaRecord<K> {
-        // SAFETY: the pointer comes from the arena of the `Index` holding
-        // this slot, which frees records only when it is dropped with the
-        // slot; until then a record is never written except through its
-        // atomics.
-        unsafe { self.0.as_ref() }
-    }
-}
-
-// SAFETY: a slot only gives `&DeltaRecord` (a `K` and atomics) to a record
-// owned by the arena next to it.
-unsafe impl<K: Send + Sync> Send for Slot<K> {}
-// SAFETY: as above.
-unsafe impl<K: Send + Sync> Sync for Slot<K> {}
-
-/// The ordered index over a delta's records, and the records themselves.
-struct Index<K> {
-    set: BTreeSet<Slot<K>>,
-    /// Declared after `set`, so the slots are gone before their records.
-    records: Arena<DeltaRecord<K>>,
-}
-
-impl<K> Borrow<K> for Slot<K> {
-    #[inline]
-    fn borrow(&self) -> &K {
-        &self.record().key
-    }
-}
-
-impl<K: Ord> PartialEq for Slot<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.record().key == other.record().key
-    }
-}
-
-impl<K: Ord> Eq for Slot<K> {}
-
-impl<K: Ord> PartialOrd for Slot<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<K: Ord> Ord for Slot<K> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.record().key.cmp(&other.record().key)
-    }
-}
-
 /// A delta index (the paper's `buf` / `tmp_buf`).
 pub(crate) struct Delta<K> {
-    index: RwLock<Index<K>>,
-    /// Keys ever inserted (live or removed), readable without the lock.
+    tree: DeltaTree<K>,
+    /// Keys ever inserted (live or removed).
     entries: AtomicUsize,
     /// Set once by maintenance; afterwards no new key enters this delta.
     /// Shared by every group node that shares the delta, so a writer on a
@@ -134,10 +80,7 @@ impl<K: Key> Delta<K> {
     /// An empty, unfrozen delta (no allocation until the first insert).
     pub(crate) fn new() -> Self {
         Delta {
-            index: RwLock::new(Index {
-                set: BTreeSet::new(),
-                records: Arena::new(),
-            }),
+            tree: DeltaTree::new(),
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
             charged: AtomicUsize::new(0),
@@ -167,57 +110,29 @@ impl<K: Key> Delta<K> {
         if self.len() == 0 {
             return None;
         }
-        let index = self.index.read();
-        let record = index.set.get(key).map(|slot| slot.0);
-        drop(index);
-        // SAFETY: records are freed only when the delta is dropped, which
-        // `&self` rules out for the returned lifetime.
-        record.map(|r| unsafe { &r.as_ref().cell })
+        self.tree.get(key).map(DeltaRecord::value)
     }
 
     /// Inserts or updates `key` (reviving a removed record): the caller
     /// must have seen the delta unfrozen within its current epoch pin.
     /// A new entry is charged to `budget`.
     pub(crate) fn upsert(&self, key: &K, word: u64, budget: &DeltaBudget) -> Upserted {
+        // A new key enters as a removed placeholder and is revived through
+        // the record lock below, like any update: a concurrent reader sees
+        // the key absent until the put commits.
+        let entry = self
+            .tree
+            .get_or_insert(key, || DeltaRecord::removed(key.clone()));
         let mut over_budget = false;
-        // Upgradable: other readers go on; a second inserter waits here
-        // instead of between our search and our insert.
-        let index = self.index.upgradable_read();
-        let found = index.set.get(key).map(|slot| slot.0);
-        let record = match found {
-            Some(record) => {
-                drop(index);
-                record
-            }
-            None => {
-                let mut index = RwLockUpgradableReadGuard::upgrade(index);
-                // Insert a removed placeholder and revive it through the
-                // record lock below, like any update: a concurrent reader
-                // sees the key absent until the put commits.
-                let stored = key.clone();
-                // Charged for the stored copy (a clone's capacity can be
-                // smaller than the caller's key's).
-                let bytes = entry_bytes(&stored);
-                let record = index.records.alloc(DeltaRecord {
-                    key: stored,
-                    cell: RecordCell::removed(),
-                });
-                index.set.insert(Slot(record));
-                // Plain stores, not read-modify-writes: every writer of
-                // these two counters holds the write lock (`take_charge`
-                // runs only after the last insert, past the freeze barrier).
-                let entries = self.entries.load(Ordering::Relaxed);
-                self.entries.store(entries + 1, Ordering::Release);
-                let charged = self.charged.load(Ordering::Relaxed);
-                self.charged.store(charged + bytes, Ordering::Relaxed);
-                drop(index);
-                over_budget = budget.charge(bytes);
-                record
-            }
-        };
-        // SAFETY: as in `get`: the record lives as long as `self`.
-        let cell = unsafe { &record.as_ref().cell };
-        let previous = match cell.write(Write::Put(word), true) {
+        if entry.created {
+            // Charged for the stored copy (a clone's capacity can be
+            // smaller than the caller's key's).
+            let bytes = entry_bytes(entry.record.key());
+            self.entries.fetch_add(1, Ordering::Release);
+            self.charged.fetch_add(bytes, Ordering::Relaxed);
+            over_budget = budget.charge(bytes);
+        }
+        let previous = match entry.record.value().write(Write::Put(word), true) {
             Outcome::Applied(previous) => previous,
             // Reviving is allowed, so a put always applies.
             Outcome::Dead => None,
@@ -240,11 +155,7 @@ impl<K: Key> Delta<K> {
         if self.len() == 0 {
             return None;
         }
-        let index = self.index.read();
-        let record = index.set.range::<K, _>((bound, Bound::Unbounded)).next()?.0;
-        drop(index);
-        // SAFETY: as in `get`.
-        Some(unsafe { record.as_ref() })
+        self.tree.first_from(bound)
     }
 
     /// The record after `record` in key order.
@@ -252,15 +163,11 @@ impl<K: Key> Delta<K> {
         self.first_from(Bound::Excluded(&record.key))
     }
 
-    /// Every record in key order, as of one instant.
+    /// Every record in key order. While inserts go on, each tree leaf is
+    /// read at one instant (see [`DeltaTree::records`]); once the delta is
+    /// frozen and the barrier passed, this is every record.
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
-        let index = self.index.read();
-        // SAFETY: as in `get`.
-        index
-            .set
-            .iter()
-            .map(|slot| unsafe { slot.0.as_ref() })
-            .collect()
+        self.tree.records()
     }
 }
 

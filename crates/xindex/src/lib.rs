@@ -6,9 +6,9 @@
 //! A root RMI routes a key to a *group*: a sorted record array of fixed
 //! shape with up to `m` linear models, plus a concurrent delta index for
 //! inserts. Updates and removes happen in place under per-record version
-//! words, so they never block readers (a reader of a delta key holds the
-//! delta's read lock for one tree search, which only the insert of a new
-//! key into that group excludes); a background thread compacts deltas into
+//! words, so they never block readers, and the delta index is a B+-tree
+//! whose readers validate node versions instead of locking (§3.5.1); a
+//! background thread compacts deltas into
 //! new arrays with Two-Phase Compaction and adapts the structure (model
 //! split/merge, group split/merge, root update) without blocking anyone.
 //! Memory is reclaimed with `crossbeam-epoch`; see
@@ -33,6 +33,7 @@ mod barrier;
 mod budget;
 mod config;
 mod delta;
+mod delta_tree;
 mod group;
 mod hooks;
 mod index;

@@ -330,7 +330,7 @@ mod loom_tests {
     /// Readers see whole writes in order; removal is observed atomically.
     #[test]
     fn loom_version_word_protocol() {
-        loom::model(|| {
+        model(3, || {
             let cell = Arc::new(RecordCell::live(1));
             let writer = {
                 let cell = cell.clone();
@@ -339,8 +339,13 @@ mod loom_tests {
                     assert_eq!(cell.write(Write::Remove, false), Outcome::Applied(Some(2)));
                 })
             };
-            let first = cell.read();
-            let second = cell.read();
+            // Both sides on spawned threads: with the model's main thread as
+            // one side, loom 0.7 explored a single interleaving.
+            let reader = {
+                let cell = cell.clone();
+                thread::spawn(move || (cell.read(), cell.read()))
+            };
+            let (first, second) = reader.join().unwrap();
             let rank = |v: Option<u64>| match v {
                 Some(1) => 0,
                 Some(2) => 1,
@@ -362,7 +367,11 @@ mod loom_tests {
                 let cell = cell.clone();
                 thread::spawn(move || cell.write(Write::Put(20), false))
             };
-            let mine = cell.write(Write::Put(10), false);
+            let mine = {
+                let cell = cell.clone();
+                thread::spawn(move || cell.write(Write::Put(10), false))
+            };
+            let mine = mine.join().unwrap();
             let theirs = other.join().unwrap();
             let final_value = cell.read().unwrap();
             if mine == Outcome::Applied(Some(1)) {
@@ -381,6 +390,9 @@ mod loom_tests {
     fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(bound);
+        // A reader spinning on a locked cell takes a branch per turn; the
+        // default of 1000 branches per run is too few for three threads.
+        builder.max_branches = 20_000;
         builder.check(f);
     }
 
@@ -398,7 +410,11 @@ mod loom_tests {
                 let old = old.clone();
                 thread::spawn(move || old.write(Write::Put(3), false))
             };
-            let through = new.write(Write::Put(2), false);
+            let through = {
+                let new = new.clone();
+                thread::spawn(move || new.write(Write::Put(2), false))
+            };
+            let through = through.join().unwrap();
             let straggled = straggler.join().unwrap();
             let last = if straggled == Outcome::Applied(Some(2)) {
                 3
@@ -436,6 +452,9 @@ mod loom_tests {
                 let new = new.clone();
                 thread::spawn(move || new.resolve_pointer())
             };
+            // The reader stays on the model's main thread: spawned, it made
+            // loom exceed its branch limit (spinning reads of a locked
+            // cell); here loom explores the writer and the resolver.
             let seen = new.read();
             assert!(matches!(seen, Some(1 | 2)), "reader saw {seen:?}");
             assert_eq!(writer.join().unwrap(), Outcome::Applied(Some(1)));
@@ -456,7 +475,11 @@ mod loom_tests {
                 let new = new.clone();
                 thread::spawn(move || new.write(Write::Remove, false))
             };
-            new.resolve_pointer();
+            let resolver = {
+                let new = new.clone();
+                thread::spawn(move || new.resolve_pointer())
+            };
+            resolver.join().unwrap();
             assert_eq!(remover.join().unwrap(), Outcome::Applied(Some(1)));
             assert_eq!(new.read(), None);
             assert_eq!(new.write(Write::Put(5), false), Outcome::Dead);

@@ -1,13 +1,14 @@
 //! Atomics facade: `std` normally, `loom` under `--cfg xindex_loom`.
 //!
-//! Only the record protocol ([`crate::record`]) goes through this facade,
-//! so loom can explore its interleavings without modelling the epoch
-//! collector or the skip list (neither of which is loom-aware).
+//! The record protocol ([`crate::record`]) and the delta tree's node
+//! versions ([`crate::delta_tree`]) go through this facade, so loom can
+//! explore their interleavings without modelling the epoch collector
+//! (which is not loom-aware).
 
 #[cfg(xindex_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(xindex_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// Back off while another thread holds a record lock. Under loom this must
 /// yield, or the model checker would explore an unbounded spin.
@@ -17,4 +18,54 @@ pub(crate) fn spin() {
     loom::thread::yield_now();
     #[cfg(not(xindex_loom))]
     std::hint::spin_loop();
+}
+
+/// A mutex that loom can model (its `parking_lot` twin would block loom's
+/// single scheduler thread for real).
+#[cfg(xindex_loom)]
+pub(crate) type Mutex<T> = loom::sync::Mutex<T>;
+/// A mutex (`parking_lot`'s; loom's under `--cfg xindex_loom`).
+#[cfg(not(xindex_loom))]
+pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+
+/// Locks `m`.
+#[cfg(xindex_loom)]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> loom::sync::MutexGuard<'_, T> {
+    m.lock()
+        .expect("no test thread panics while holding a lock")
+}
+
+/// Locks `m`.
+#[cfg(not(xindex_loom))]
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
+}
+
+/// Waiting for another thread to leave a short critical section: spins a
+/// few times, then yields the CPU, so a thread that was descheduled inside
+/// the section (with every core busy, e.g. next to the maintenance thread)
+/// gets to finish it instead of being spun against for a whole time slice.
+pub(crate) struct Backoff {
+    #[cfg(not(xindex_loom))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Backoff {
+            #[cfg(not(xindex_loom))]
+            inner: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    /// One wait step, longer each time.
+    #[inline]
+    pub(crate) fn snooze(&self) {
+        #[cfg(xindex_loom)]
+        loom::thread::yield_now();
+        #[cfg(not(xindex_loom))]
+        self.inner.snooze();
+    }
 }
