@@ -251,6 +251,27 @@ pub(crate) struct Entry<'a, K> {
     pub(crate) created: bool,
 }
 
+/// The record of a key being inserted: made at most once, across restarts,
+/// and only once the key was found absent.
+struct Pending<K, F> {
+    make: Option<F>,
+    made: Option<DeltaRecord<K>>,
+}
+
+impl<K, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
+    fn take(&mut self) -> DeltaRecord<K> {
+        match self.made.take() {
+            Some(record) => record,
+            None => (self.make.take().expect("a record is made once"))(),
+        }
+    }
+
+    /// Keeps a record made for an attempt that restarted.
+    fn put_back(&mut self, record: DeltaRecord<K>) {
+        self.made = Some(record);
+    }
+}
+
 /// One step of a descent: go on, or start over from the root.
 enum Step<T> {
     Done(T),
@@ -273,10 +294,7 @@ impl<K: Ord> DeltaTree<K> {
         lock(&self.nodes).alloc(node)
     }
 
-    /// Moves a record made by `make` (outside the arena's lock) into the
-    /// arena.
-    fn alloc_record(&self, make: impl FnOnce() -> DeltaRecord<K>) -> NonNull<DeltaRecord<K>> {
-        let record = make();
+    fn alloc_record(&self, record: DeltaRecord<K>) -> NonNull<DeltaRecord<K>> {
         lock(&self.records).alloc(record)
     }
 
@@ -402,19 +420,22 @@ impl<K: Ord> DeltaTree<K> {
         }
     }
 
-    /// The record of `key`, created by `make` (under the leaf's lock, so
-    /// exactly one of several concurrent callers creates it) if the key
-    /// was never inserted.
+    /// The record of `key`, created from `make` if the key was never
+    /// inserted. The new record is linked under the leaf's lock, so exactly
+    /// one of several concurrent callers creates it.
     pub(crate) fn get_or_insert(
         &self,
         key: &K,
         make: impl FnOnce() -> DeltaRecord<K>,
     ) -> Entry<'_, K> {
-        let mut make = Some(make);
+        let mut pending = Pending {
+            make: Some(make),
+            made: None,
+        };
         loop {
             let step = match self.root_snapshot() {
-                None => self.plant(&mut make),
-                Some((root, v)) => self.descend_and_insert(root, v, key, &mut make),
+                None => self.plant(&mut pending),
+                Some((root, v)) => self.descend_and_insert(root, v, key, &mut pending),
             };
             if let Step::Done(entry) = step {
                 return entry;
@@ -423,12 +444,17 @@ impl<K: Ord> DeltaTree<K> {
     }
 
     /// Makes the first leaf, holding the record made by `make`.
-    fn plant(&self, make: &mut Option<impl FnOnce() -> DeltaRecord<K>>) -> Step<Entry<'_, K>> {
+    fn plant<F: FnOnce() -> DeltaRecord<K>>(
+        &self,
+        pending: &mut Pending<K, F>,
+    ) -> Step<Entry<'_, K>> {
+        let value = pending.take();
         let _grow = lock(&self.grow);
         if !self.root.load(Ordering::Acquire).is_null() {
+            pending.put_back(value);
             return Step::Restart;
         }
-        let record = self.alloc_record(make.take().expect("a record is made once"));
+        let record = self.alloc_record(value);
         let leaf = Node::new(true);
         leaf.keys[0].store(record.as_ptr(), Ordering::Relaxed);
         leaf.len.store(1, Ordering::Relaxed);
@@ -442,12 +468,12 @@ impl<K: Ord> DeltaTree<K> {
         })
     }
 
-    fn descend_and_insert<'a>(
+    fn descend_and_insert<'a, F: FnOnce() -> DeltaRecord<K>>(
         &'a self,
         root: &'a Node<K>,
         root_v: u64,
         key: &K,
-        make: &mut Option<impl FnOnce() -> DeltaRecord<K>>,
+        pending: &mut Pending<K, F>,
     ) -> Step<Entry<'a, K>> {
         let (mut node, mut v) = (root, root_v);
         let mut parent: Option<(&Node<K>, u64)> = None;
@@ -488,12 +514,16 @@ impl<K: Ord> DeltaTree<K> {
                 Step::Restart
             };
         }
+        // Made before locking: readers of the leaf wait for the shift
+        // only, not for the key's clone.
+        let value = pending.take();
         if !node.try_lock(v) {
+            pending.put_back(value);
             return Step::Restart;
         }
         // Locked at the version the search ran at: `at` is the position,
         // the key is absent, and the leaf is not full.
-        let record = self.alloc_record(make.take().expect("a record is made once"));
+        let record = self.alloc_record(value);
         node.insert_at(at, record, None);
         node.unlock(v);
         // SAFETY: the record lives in the arena as long as `self`.
