@@ -195,6 +195,17 @@ impl<K: Ord> Node<K> {
         Some(lo)
     }
 
+    /// Where `key` is or would go in a leaf, and its record if it is there;
+    /// `None` when a torn read left a hole.
+    fn find(&self, key: &K) -> Option<(usize, Option<&DeltaRecord<K>>)> {
+        let at = self.count_below(key, false)?;
+        let record = (at < self.len())
+            .then(|| self.key_record(at))
+            .flatten()
+            .filter(|r| r.key() == key);
+        Some((at, record))
+    }
+
     /// The child of an inner node that covers `key`.
     #[inline]
     fn child_for(&self, key: Option<&K>) -> Option<&Node<K>> {
@@ -338,13 +349,7 @@ impl<K: Ord> DeltaTree<K> {
     pub(crate) fn get(&self, key: &K) -> Option<&DeltaRecord<K>> {
         loop {
             let (leaf, v) = self.leaf_for(Some(key))?;
-            let found = leaf.count_below(key, false).map(|at| {
-                (at < leaf.len())
-                    .then(|| leaf.key_record(at))
-                    .flatten()
-                    .filter(|r| r.key() == key)
-            });
-            if let Some(found) = found
+            if let Some((_, found)) = leaf.find(key)
                 && leaf.validate(v)
             {
                 return found;
@@ -497,13 +502,9 @@ impl<K: Ord> DeltaTree<K> {
             parent = Some((node, v));
             (node, v) = (child, cv);
         }
-        let Some(at) = node.count_below(key, false) else {
+        let Some((at, existing)) = node.find(key) else {
             return Step::Restart;
         };
-        let existing = (at < node.len())
-            .then(|| node.key_record(at))
-            .flatten()
-            .filter(|r| r.key() == key);
         if let Some(record) = existing {
             return if node.validate(v) {
                 Step::Done(Entry {
