@@ -37,6 +37,18 @@ pub struct Config {
     /// background thread (maintenance then runs only through
     /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
     pub maintenance_interval: Option<Duration>,
+    /// How long a small delta (at most `s * f` keys, Table 2's measure of
+    /// small) may wait for compaction; a larger one is compacted at the
+    /// next pass. A compaction rewrites the whole group, however few keys
+    /// its delta holds. The paper compacts every non-empty delta once per
+    /// pass, its passes one second apart. Passes here run every
+    /// `maintenance_interval`, so that splits and large deltas are handled
+    /// within milliseconds, and this delay keeps the rewriting of groups
+    /// for a few new keys at the paper's rate. `Duration::ZERO` compacts
+    /// every non-empty delta at every pass.
+    /// [`XIndex::maintain_now`](crate::XIndex::maintain_now) ignores it.
+    /// Default 1 s.
+    pub small_delta_delay: Duration,
     /// Most bytes the delta indexes may hold before compaction has merged
     /// them (an estimate per entry: key, record cell, skip-list node). A
     /// writer whose insert goes over it runs maintenance itself before
@@ -66,6 +78,7 @@ impl Default for Config {
             max_root_models: 1 << 16,
             sequential_capacity: 0,
             maintenance_interval: Some(Duration::from_millis(20)),
+            small_delta_delay: Duration::from_secs(1),
             delta_budget_bytes: 64 << 20,
             maintenance_nice: 10,
         }

@@ -17,7 +17,8 @@
 //! wait for each other when they hit the same node.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use lidx_core::Key;
 
@@ -65,6 +66,9 @@ pub(crate) struct Delta<K> {
     /// Bytes this delta's entries are charged against the [`DeltaBudget`],
     /// refunded once when a compaction has merged them.
     charged: AtomicUsize,
+    /// When maintenance first saw this delta non-empty, in nanoseconds of
+    /// the index's maintenance clock plus one (0: not yet seen).
+    first_seen: AtomicU64,
 }
 
 /// What [`Delta::upsert`] did.
@@ -84,6 +88,25 @@ impl<K: Key> Delta<K> {
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
             charged: AtomicUsize::new(0),
+            first_seen: AtomicU64::new(0),
+        }
+    }
+
+    /// How long maintenance has seen this delta non-empty, `now` being
+    /// the index's maintenance clock (nanoseconds); the first call that
+    /// finds an entry starts the wait. Called by maintenance only (under
+    /// its lock), so plain loads and stores suffice.
+    pub(crate) fn waited(&self, now: u64) -> Duration {
+        if self.len() == 0 {
+            return Duration::ZERO;
+        }
+        let stamp = now.saturating_add(1);
+        match self.first_seen.load(Ordering::Relaxed) {
+            0 => {
+                self.first_seen.store(stamp, Ordering::Relaxed);
+                Duration::ZERO
+            }
+            seen => Duration::from_nanos(stamp.saturating_sub(seen)),
         }
     }
 
@@ -174,6 +197,16 @@ impl<K: Key> Delta<K> {
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_starts_when_maintenance_first_sees_an_entry() {
+        let d = Delta::<u64>::new();
+        assert_eq!(d.waited(100), Duration::ZERO, "empty: no wait starts");
+        d.upsert(&1, 1, &DeltaBudget::new(usize::MAX));
+        assert_eq!(d.waited(1_000), Duration::ZERO, "first seen now");
+        assert_eq!(d.waited(1_500), Duration::from_nanos(500));
+        assert_eq!(d.waited(u64::MAX), Duration::from_nanos(u64::MAX - 1_001));
+    }
 
     #[test]
     fn upsert_get_and_revive() {

@@ -16,6 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::config::Config;
 use crate::group::{Group, fewest_models};
 use crate::inner::Inner;
+use crate::maintenance::Pass;
 use crate::root::Root;
 use crate::stats::{GroupStats, Stats};
 use crate::value::Value;
@@ -172,9 +173,12 @@ impl<K: Key, V: Value> XIndex<K, V> {
     }
 
     /// Runs one maintenance pass now, on the calling thread (serialised
-    /// with the background thread). Returns whether the structure changed.
+    /// with the background thread). Unlike a background pass, it compacts
+    /// every non-empty delta, however small and recent
+    /// ([`Config::small_delta_delay`]). Returns whether the structure
+    /// changed.
     pub fn maintain_now(&self) -> bool {
-        self.inner.maintain()
+        self.inner.maintain(Pass::Full)
     }
 
     /// The configuration in use.
@@ -312,7 +316,7 @@ impl Worker {
                             return;
                         }
                     }
-                    inner.maintain();
+                    inner.maintain(Pass::Background);
                 }
             })
             .map_err(|e| Error::Backend {

@@ -9,6 +9,7 @@
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 use crossbeam_utils::{Backoff, CachePadded};
@@ -21,6 +22,7 @@ use crate::config::Config;
 use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
+use crate::maintenance::Pass;
 use crate::record::{Outcome, RecordCell, Write};
 use crate::root::Root;
 use crate::value::Value;
@@ -101,6 +103,8 @@ pub(crate) struct Inner<K: Key> {
     /// Bytes of delta entries not yet compacted, against the configured budget.
     pub(crate) budget: DeltaBudget,
     pub(crate) hooks: Hooks,
+    /// Origin of the maintenance clock (how long small deltas have waited).
+    started: Instant,
 }
 
 /// Outcome of one routed attempt at a put.
@@ -122,7 +126,13 @@ impl<K: Key> Inner<K> {
             counters: Counters::default(),
             len: LenCounter::new(len),
             hooks: Hooks::default(),
+            started: Instant::now(),
         }
+    }
+
+    /// Nanoseconds since the index was built: the maintenance clock.
+    pub(crate) fn clock(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// The current root.
@@ -204,7 +214,7 @@ impl<K: Key> Inner<K> {
         while self.budget.over() {
             let serial = self.maintenance.lock();
             if self.budget.over() {
-                self.maintain_locked(&serial);
+                self.maintain_locked(&serial, Pass::Full);
             }
         }
     }

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use lidx_core::Key;
@@ -20,6 +21,7 @@ use lidx_core::model::linear::fit_least_squares;
 use parking_lot::MutexGuard;
 
 use crate::barrier::synchronize;
+use crate::config::Config;
 use crate::delta::Delta;
 use crate::group::{Group, fit_models};
 use crate::hooks::Phase;
@@ -96,15 +98,64 @@ fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, &'static RecordCell
     out
 }
 
+/// Who runs a maintenance pass, which decides how patient it is with small
+/// deltas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// The background thread: a small delta waits up to
+    /// [`Config::small_delta_delay`].
+    Background,
+    /// [`XIndex::maintain_now`](crate::XIndex::maintain_now) or a writer
+    /// over the delta budget: every non-empty delta is compacted.
+    Full,
+}
+
+/// What one pass sees in a group that may call for a compaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Backlog {
+    /// Keys in the delta index.
+    pub(crate) delta: usize,
+    /// How long the delta has been seen non-empty.
+    pub(crate) delta_waited: Duration,
+    /// Records in the array.
+    pub(crate) records: usize,
+    /// Of those, removed ones.
+    pub(crate) removed: usize,
+    /// Records appended to the tail (§3.5.2).
+    pub(crate) appended: usize,
+}
+
+/// Whether a pass compacts a group with `backlog` (after Table 2's splits
+/// and merges, which compact anyway, have been decided):
+/// - a delta larger than `s * f`, at once, since a lookup of a new key
+///   searches it after the array;
+/// - a smaller non-empty one once it has waited `small_delta_delay`, or at
+///   a [`Pass::Full`];
+/// - removed records reaching `f` of the records, so they are dropped;
+/// - a half-full tail, so a fresh tail is ready before sequential inserts
+///   would spill into the delta.
+pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> bool {
+    let delta_due = backlog.delta > 0
+        && (pass == Pass::Full
+            || backlog.delta > config.merge_delta()
+            || backlog.delta_waited >= config.small_delta_delay);
+    let live_and_appended = (backlog.records + backlog.appended) as f64;
+    let removed_due =
+        backlog.removed > 0 && backlog.removed as f64 >= live_and_appended * config.tolerance;
+    let tail_half_full =
+        config.sequential_capacity > 0 && backlog.appended * 2 >= config.sequential_capacity;
+    delta_due || removed_due || tail_half_full
+}
+
 impl<K: Key> Inner<K> {
     /// One maintenance pass; true if any group or the root changed.
-    pub(crate) fn maintain(&self) -> bool {
-        self.maintain_locked(&self.maintenance.lock())
+    pub(crate) fn maintain(&self, pass: Pass) -> bool {
+        self.maintain_locked(&self.maintenance.lock(), pass)
     }
 
     /// [`maintain`](Self::maintain) for a caller already holding the
     /// maintenance lock (`_serial`).
-    pub(crate) fn maintain_locked(&self, _serial: &MutexGuard<'_, ()>) -> bool {
+    pub(crate) fn maintain_locked(&self, _serial: &MutexGuard<'_, ()>, pass: Pass) -> bool {
         // SAFETY: see the module docs: we hold the maintenance lock, the
         // only licence to unlink and retire groups and roots.
         let guard = unsafe { epoch::unprotected() };
@@ -123,8 +174,14 @@ impl<K: Key> Inner<K> {
                 if shared.is_null() {
                     break;
                 }
-                let (mut last, acted, new_groups) =
-                    self.adjust(location, shared, &mut pending, &mut pending_records, guard);
+                let (mut last, acted, new_groups) = self.adjust(
+                    location,
+                    shared,
+                    pass,
+                    &mut pending,
+                    &mut pending_records,
+                    guard,
+                );
                 changed |= acted;
                 reshaped |= new_groups;
                 if pending_records >= BATCH_RECORDS {
@@ -167,6 +224,7 @@ impl<K: Key> Inner<K> {
         &self,
         location: &'static Atomic<Group<K>>,
         shared: GroupPtr<K>,
+        pass: Pass,
         pending: &mut Pending<K>,
         pending_records: &mut usize,
         guard: &'static Guard,
@@ -202,16 +260,22 @@ impl<K: Key> Inner<K> {
         // SAFETY: as above (a freshly installed node or the original one).
         let node = unsafe { current.deref() };
         let (records, appended) = node.records.lengths();
-        let removed = node.records.removed.load(Ordering::Relaxed);
-        // A half-full tail is folded into the array early, so a fresh tail
-        // is ready before sequential inserts would spill into the delta.
-        let tail_half_full = c.sequential_capacity > 0 && appended * 2 >= c.sequential_capacity;
-        if node.buf.len() > 0
-            || tail_half_full
-            || (removed > 0 && removed as f64 >= (records + appended) as f64 * c.tolerance)
-        {
+        let delta = node.buf.len();
+        let backlog = Backlog {
+            delta,
+            // The clock is read only for the groups with new keys.
+            delta_waited: if delta > 0 {
+                node.buf.waited(self.clock())
+            } else {
+                Duration::ZERO
+            },
+            records,
+            removed: node.records.removed.load(Ordering::Relaxed),
+            appended,
+        };
+        if compaction_due(c, &backlog, pass) {
             pending.push((location, current));
-            *pending_records += records + appended + node.buf.len();
+            *pending_records += records + appended + delta;
             return (node, true, false);
         }
         (node, acted, false)
@@ -569,4 +633,67 @@ fn merged_fits<K: Key>(a: &Group<K>, b: &Group<K>, bound: usize) -> bool {
         .cloned()
         .collect();
     fit_least_squares(&keys).is_ok_and(|f| f.max_error <= bound)
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+
+    fn backlog(delta: usize, waited_ms: u64) -> Backlog {
+        Backlog {
+            delta,
+            delta_waited: Duration::from_millis(waited_ms),
+            records: 4096,
+            ..Backlog::default()
+        }
+    }
+
+    #[test]
+    fn small_deltas_wait_and_large_ones_do_not() {
+        let c = Config::default();
+        let due = |b: Backlog, pass| compaction_due(&c, &b, pass);
+        assert!(!due(backlog(0, 5_000), Pass::Background), "empty");
+        assert!(!due(backlog(0, 5_000), Pass::Full), "empty");
+        // s * f = 64 keys is small: it waits a second in the background.
+        assert!(!due(backlog(1, 0), Pass::Background));
+        assert!(!due(backlog(64, 999), Pass::Background));
+        assert!(due(backlog(64, 1_000), Pass::Background));
+        assert!(due(backlog(65, 0), Pass::Background));
+        // A full pass compacts any non-empty delta.
+        assert!(due(backlog(1, 0), Pass::Full));
+        let eager = Config {
+            small_delta_delay: Duration::ZERO,
+            ..Config::default()
+        };
+        assert!(compaction_due(&eager, &backlog(1, 0), Pass::Background));
+    }
+
+    #[test]
+    fn removed_records_and_half_full_tails_compact_at_any_pass() {
+        let c = Config {
+            sequential_capacity: 8,
+            ..Config::default()
+        };
+        let quiet = Backlog {
+            records: 100,
+            ..Backlog::default()
+        };
+        assert!(!compaction_due(&c, &quiet, Pass::Full));
+        let removed = |n| Backlog {
+            removed: n,
+            ..quiet
+        };
+        // f = 1/4 of the records removed.
+        assert!(!compaction_due(&c, &removed(24), Pass::Background));
+        assert!(compaction_due(&c, &removed(25), Pass::Background));
+        let appended = |n| Backlog {
+            appended: n,
+            ..quiet
+        };
+        assert!(!compaction_due(&c, &appended(3), Pass::Background));
+        assert!(compaction_due(&c, &appended(4), Pass::Background));
+        // Without the hint, appends never happen and never trigger.
+        let no_tail = Config::default();
+        assert!(!compaction_due(&no_tail, &appended(4), Pass::Background));
+    }
 }

@@ -158,6 +158,8 @@ fn ascending_inserts_append_in_place() {
 fn background_thread_compacts_and_stops_on_drop() {
     let config = Config {
         maintenance_interval: Some(Duration::from_millis(1)),
+        // One-key deltas are compacted once they are 5 ms old.
+        small_delta_delay: Duration::from_millis(5),
         ..tiny_config()
     };
     let index = XIndex::<u64, u64>::new(config).unwrap();
@@ -174,6 +176,45 @@ fn background_thread_compacts_and_stops_on_drop() {
     assert!(stats.maintenance_passes > 0);
     // Dropping stops and joins the thread (a hang here fails the suite).
     drop(index);
+}
+
+#[test]
+fn background_passes_leave_small_recent_deltas_to_wait() {
+    let config = Config {
+        maintenance_interval: Some(Duration::from_millis(1)),
+        small_delta_delay: Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..10_000u64).map(|k| (k * 2, k)), config).unwrap();
+    // Merge what merges first: a group merge compacts too.
+    settle(&index);
+    // Three new keys in one group: s * f = 64 is far off.
+    for k in [101, 103, 105] {
+        assert_eq!(index.insert(k, k), None);
+    }
+    let passes = index.stats().maintenance_passes;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while index.stats().maintenance_passes < passes + 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stats = index.stats();
+    assert!(stats.maintenance_passes >= passes + 3, "{stats:?}");
+    assert_eq!(stats.delta_total(), 3, "the delta waits: {stats:?}");
+    assert_eq!(index.get(&103), Some(103));
+    // An explicit pass compacts every delta.
+    index.maintain_now();
+    assert_eq!(index.stats().delta_total(), 0);
+    assert_eq!(index.get(&103), Some(103));
+    // A large delta is compacted by the background thread at once.
+    for k in 0..200u64 {
+        index.insert(4_001 + 2 * k, k);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while index.stats().delta_total() > 64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(index.stats().delta_total() <= 64, "{:?}", index.stats());
+    assert_eq!(index.len(), 10_203);
 }
 
 /// Nice values of this process's threads named like the maintenance

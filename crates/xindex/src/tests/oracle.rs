@@ -9,6 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::{settle, tiny_budget_config, tiny_config, tiny_sequential_config};
+use crate::maintenance::Pass;
 use crate::{Config, XIndex};
 
 #[derive(Clone, Debug)]
@@ -20,6 +21,8 @@ enum Op {
     Scan(u64, usize),
     Range(u64, u64),
     Maintain,
+    /// A pass as the background thread runs it: small deltas may stay.
+    BackgroundPass,
 }
 
 fn op(key_space: u64) -> impl Strategy<Value = Op> {
@@ -31,6 +34,7 @@ fn op(key_space: u64) -> impl Strategy<Value = Op> {
         1 => (0..key_space, 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
         1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
         2 => Just(Op::Maintain),
+        1 => Just(Op::BackgroundPass),
     ]
 }
 
@@ -77,6 +81,9 @@ fn run(
             }
             Op::Maintain => {
                 index.maintain_now();
+            }
+            Op::BackgroundPass => {
+                index.inner().maintain(Pass::Background);
             }
         }
         prop_assert_eq!(index.len(), oracle.len());
@@ -135,8 +142,13 @@ proptest! {
         start in initial(200),
         ops in proptest::collection::vec(op(200), 1..200),
     ) {
-        // A 1 ms background thread races with the test thread's operations.
-        let config = Config { maintenance_interval: Some(Duration::from_millis(1)), ..tiny_config() };
+        // A 1 ms background thread races with the test thread's operations,
+        // leaving a one-key delta alone for 2 ms.
+        let config = Config {
+            maintenance_interval: Some(Duration::from_millis(1)),
+            small_delta_delay: Duration::from_millis(2),
+            ..tiny_config()
+        };
         let index = XIndex::bulk_load(start.clone(), config).unwrap();
         let mut oracle = start;
         run(&index, &mut oracle, &ops)?;

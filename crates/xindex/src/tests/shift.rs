@@ -39,6 +39,7 @@ fn remove_a_insert_b_while_reading() {
         max_root_models: 1024,
         sequential_capacity: 0,
         maintenance_interval: Some(Duration::from_millis(1)),
+        small_delta_delay: Duration::from_millis(5),
         delta_budget_bytes: 64 << 20,
         maintenance_nice: Config::default().maintenance_nice,
     };

@@ -117,6 +117,7 @@ fn overlapping_writers_with_continuous_maintenance() {
         max_root_models: 64,
         sequential_capacity: 8,
         maintenance_interval: Some(Duration::from_millis(1)),
+        small_delta_delay: Duration::from_millis(2),
         // Small enough that writers often run passes alongside the thread.
         delta_budget_bytes: 4096,
         // The default: maintenance yields to the busy writers, and the
