@@ -37,9 +37,9 @@ pub struct Config {
     /// background thread (maintenance then runs only through
     /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
     pub maintenance_interval: Option<Duration>,
-    /// How long a small delta (at most `s * f` keys, Table 2's measure of
-    /// small) may wait for compaction; a larger one is compacted at the
-    /// next pass. A compaction rewrites the whole group, however few keys
+    /// How long a small delta may wait for compaction: one of at most
+    /// `s * f` keys (Table 2's measure of small) and under 1/64 of its
+    /// group's records. A larger one is compacted at the next pass. A compaction rewrites the whole group, however few keys
     /// its delta holds. The paper compacts every non-empty delta once per
     /// pass, its passes one second apart. Passes here run every
     /// `maintenance_interval`, so that splits and large deltas are handled

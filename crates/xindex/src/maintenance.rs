@@ -125,10 +125,17 @@ pub(crate) struct Backlog {
     pub(crate) appended: usize,
 }
 
+/// A delta holding at least one key per this many array records is
+/// compacted at the next pass: the copy then costs at most this many
+/// records per new key, and at most this share of a group's keys pays the
+/// second search (in the delta) of a lookup.
+const RECORDS_PER_DELTA_KEY: usize = 64;
+
 /// Whether a pass compacts a group with `backlog` (after Table 2's splits
 /// and merges, which compact anyway, have been decided):
-/// - a delta larger than `s * f`, at once, since a lookup of a new key
-///   searches it after the array;
+/// - a delta larger than `s * f`, or than 1/[`RECORDS_PER_DELTA_KEY`] of
+///   the array, at once, since a lookup of a new key searches it after the
+///   array;
 /// - a smaller non-empty one once it has waited `small_delta_delay`, or at
 ///   a [`Pass::Full`];
 /// - removed records reaching `f` of the records, so they are dropped;
@@ -138,6 +145,7 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
     let delta_due = backlog.delta > 0
         && (pass == Pass::Full
             || backlog.delta > config.merge_delta()
+            || backlog.delta.saturating_mul(RECORDS_PER_DELTA_KEY) >= backlog.records
             || backlog.delta_waited >= config.small_delta_delay);
     let live_and_appended = (backlog.records + backlog.appended) as f64;
     let removed_due =
@@ -654,11 +662,30 @@ mod tests {
         let due = |b: Backlog, pass| compaction_due(&c, &b, pass);
         assert!(!due(backlog(0, 5_000), Pass::Background), "empty");
         assert!(!due(backlog(0, 5_000), Pass::Full), "empty");
-        // s * f = 64 keys is small: it waits a second in the background.
+        // Up to s * f = 64 keys and under 1/64 of the 4096 records is
+        // small: it waits a second in the background.
         assert!(!due(backlog(1, 0), Pass::Background));
-        assert!(!due(backlog(64, 999), Pass::Background));
-        assert!(due(backlog(64, 1_000), Pass::Background));
-        assert!(due(backlog(65, 0), Pass::Background));
+        assert!(!due(backlog(63, 999), Pass::Background));
+        assert!(due(backlog(63, 1_000), Pass::Background));
+        assert!(due(backlog(64, 0), Pass::Background), "1/64 of the records");
+        let small_group = |delta| Backlog {
+            records: 640,
+            ..backlog(delta, 0)
+        };
+        assert!(!due(small_group(9), Pass::Background));
+        assert!(due(small_group(10), Pass::Background));
+        let beyond_s_f = Backlog {
+            records: 1 << 20,
+            ..backlog(65, 0)
+        };
+        assert!(due(beyond_s_f, Pass::Background));
+        assert!(!due(
+            Backlog {
+                delta: 64,
+                ..beyond_s_f
+            },
+            Pass::Background
+        ));
         // A full pass compacts any non-empty delta.
         assert!(due(backlog(1, 0), Pass::Full));
         let eager = Config {
