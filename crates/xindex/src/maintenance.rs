@@ -147,9 +147,9 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
             || backlog.delta > config.merge_delta()
             || backlog.delta.saturating_mul(RECORDS_PER_DELTA_KEY) >= backlog.records
             || backlog.delta_waited >= config.small_delta_delay);
-    let live_and_appended = (backlog.records + backlog.appended) as f64;
+    let all_records = (backlog.records + backlog.appended) as f64;
     let removed_due =
-        backlog.removed > 0 && backlog.removed as f64 >= live_and_appended * config.tolerance;
+        backlog.removed > 0 && backlog.removed as f64 >= all_records * config.tolerance;
     let tail_half_full =
         config.sequential_capacity > 0 && backlog.appended * 2 >= config.sequential_capacity;
     delta_due || removed_due || tail_half_full
