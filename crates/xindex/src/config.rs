@@ -35,7 +35,10 @@ pub struct Config {
     pub sequential_capacity: usize,
     /// Pause between background maintenance passes; `None` starts no
     /// background thread (maintenance then runs only through
-    /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). Default 20 ms.
+    /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). A pass
+    /// walks every group, so an index left alone stops walking: once a
+    /// pass finds nothing to do, the next ones only check whether a key
+    /// was added or removed since. Default 20 ms.
     pub maintenance_interval: Option<Duration>,
     /// How long a small delta may wait for compaction: one of at most
     /// `s * f` keys (Table 2's measure of small) and under 1/64 of its

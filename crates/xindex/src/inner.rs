@@ -8,7 +8,7 @@
 //! seqlock read, and only on a miss in the array the delta indexes.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
-use crate::maintenance::Pass;
+use crate::maintenance::{NOT_QUIET, Pass};
 use crate::record::{Outcome, RecordCell, Write};
 use crate::root::Root;
 use crate::value::Value;
@@ -58,9 +58,18 @@ impl Counters {
 const LEN_SHARDS: usize = 16;
 
 /// Live-key count split over cache lines, so writers on different threads
-/// do not contend on one counter.
+/// do not contend on one counter. Each shard counts keys added and keys
+/// removed separately: their difference is the length, and their sum only
+/// grows with every write that changes the set of keys, which tells the
+/// maintenance thread whether anything happened since its last pass.
 pub(crate) struct LenCounter {
-    shards: [CachePadded<AtomicIsize>; LEN_SHARDS],
+    shards: [CachePadded<LenShard>; LEN_SHARDS],
+}
+
+#[derive(Default)]
+struct LenShard {
+    added: AtomicU64,
+    removed: AtomicU64,
 }
 
 thread_local! {
@@ -73,20 +82,49 @@ thread_local! {
 impl LenCounter {
     fn new(initial: usize) -> Self {
         let counter = LenCounter {
-            shards: std::array::from_fn(|_| CachePadded::new(AtomicIsize::new(0))),
+            shards: std::array::from_fn(|_| CachePadded::new(LenShard::default())),
         };
-        counter.shards[0].store(initial as isize, Ordering::Relaxed);
+        counter.shards[0]
+            .added
+            .store(initial as u64, Ordering::Relaxed);
         counter
     }
 
-    fn add(&self, delta: isize) {
-        let shard = SHARD.with(|s| *s);
-        self.shards[shard].fetch_add(delta, Ordering::Relaxed);
+    fn shard(&self) -> &LenShard {
+        &self.shards[SHARD.with(|s| *s)]
+    }
+
+    /// A key was added.
+    fn added(&self) {
+        self.shard().added.fetch_add(1, Ordering::Release);
+    }
+
+    /// A key was removed.
+    fn removed(&self) {
+        self.shard().removed.fetch_add(1, Ordering::Release);
     }
 
     pub(crate) fn get(&self) -> usize {
-        let total: isize = self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum();
-        total.max(0) as usize
+        let (added, removed) = self.totals();
+        (added.wrapping_sub(removed) as i64).max(0) as usize
+    }
+
+    /// Keys added plus keys removed so far (wrapping): unchanged means no
+    /// insert of a new key and no remove happened in between. The counts
+    /// are bumped (Release) after the write itself and read here with
+    /// Acquire, so a pass that counts a write also sees it.
+    pub(crate) fn changes(&self) -> u64 {
+        let (added, removed) = self.totals();
+        added.wrapping_add(removed)
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        self.shards.iter().fold((0u64, 0u64), |(a, r), s| {
+            (
+                a.wrapping_add(s.added.load(Ordering::Acquire)),
+                r.wrapping_add(s.removed.load(Ordering::Acquire)),
+            )
+        })
     }
 }
 
@@ -105,6 +143,10 @@ pub(crate) struct Inner<K: Key> {
     pub(crate) hooks: Hooks,
     /// Origin of the maintenance clock (how long small deltas have waited).
     started: Instant,
+    /// [`LenCounter::changes`] as the last pass found it, if that pass
+    /// found nothing to do and left no delta waiting; else `NOT_QUIET`.
+    /// Lets an idle index's background thread skip its walks.
+    pub(crate) quiet_at: AtomicU64,
 }
 
 /// Outcome of one routed attempt at a put.
@@ -127,6 +169,7 @@ impl<K: Key> Inner<K> {
             len: LenCounter::new(len),
             hooks: Hooks::default(),
             started: Instant::now(),
+            quiet_at: AtomicU64::new(NOT_QUIET),
         }
     }
 
@@ -190,7 +233,7 @@ impl<K: Key> Inner<K> {
             if let Attempt::Done(done) = try_put(group, key, word, &self.budget) {
                 drop(guard);
                 if done.previous.is_none() {
-                    self.len.add(1);
+                    self.len.added();
                 }
                 if done.over_budget {
                     self.relieve_delta_budget();
@@ -225,7 +268,7 @@ impl<K: Key> Inner<K> {
         let group = self.root(&guard).route(key, &guard);
         let removed = try_remove(group, key);
         if removed.is_some() {
-            self.len.add(-1);
+            self.len.removed();
         }
         removed
     }

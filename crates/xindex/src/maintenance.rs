@@ -98,6 +98,21 @@ fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, &'static RecordCell
     out
 }
 
+/// What a pass's walk over the groups carries from group to group.
+struct Walk<K: 'static> {
+    pass: Pass,
+    /// Groups due for compaction, compacted in batches.
+    pending: Pending<K>,
+    /// Records in `pending`'s groups.
+    pending_records: usize,
+    /// Some group's small delta was left to wait.
+    waiting: bool,
+}
+
+/// `Inner::quiet_at` when the last pass did something or left a delta
+/// waiting, so the next background pass must walk.
+pub(crate) const NOT_QUIET: u64 = u64::MAX;
+
 /// Who runs a maintenance pass, which decides how patient it is with small
 /// deltas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,17 +179,30 @@ impl<K: Key> Inner<K> {
     /// [`maintain`](Self::maintain) for a caller already holding the
     /// maintenance lock (`_serial`).
     pub(crate) fn maintain_locked(&self, _serial: &MutexGuard<'_, ()>, pass: Pass) -> bool {
+        // Read before the walk: a write during it makes the next pass run.
+        let changes = self.len.changes();
+        if pass == Pass::Background && self.quiet_at.load(Ordering::Relaxed) == changes {
+            // The last pass found nothing to do and left no delta waiting,
+            // and no key was added or removed since: this walk would find
+            // nothing either. (In-place updates never call for maintenance.)
+            return false;
+        }
         // SAFETY: see the module docs: we hold the maintenance lock, the
         // only licence to unlink and retire groups and roots.
         let guard = unsafe { epoch::unprotected() };
         let mut changed = false;
         let mut reshaped = false;
+
         let root = self.current_root(guard);
         // Compactions are batched: every group due for one in this pass is
         // frozen, merged and copied together, so the pass waits for two
         // epoch barriers per batch instead of two per group.
-        let mut pending: Pending<K> = Vec::new();
-        let mut pending_records = 0usize;
+        let mut walk = Walk {
+            pass,
+            pending: Vec::new(),
+            pending_records: 0,
+            waiting: false,
+        };
         for slot in root.slots.iter() {
             let mut location: &'static Atomic<Group<K>> = slot;
             loop {
@@ -182,32 +210,26 @@ impl<K: Key> Inner<K> {
                 if shared.is_null() {
                     break;
                 }
-                let (mut last, acted, new_groups) = self.adjust(
-                    location,
-                    shared,
-                    pass,
-                    &mut pending,
-                    &mut pending_records,
-                    guard,
-                );
+                let (mut last, acted, new_groups) = self.adjust(location, shared, &mut walk, guard);
                 changed |= acted;
                 reshaped |= new_groups;
-                if pending_records >= BATCH_RECORDS {
-                    let queued_last = pending
+                if walk.pending_records >= BATCH_RECORDS {
+                    let queued_last = walk
+                        .pending
                         .last()
                         .is_some_and(|(_, g)| std::ptr::eq(g.as_raw(), last));
-                    let replacement = self.compact_batch(&mut pending, guard);
+                    let replacement = self.compact_batch(&mut walk.pending, guard);
                     // If `last` itself was just replaced, the walk continues
                     // from its replacement's `next`.
                     if let (true, Some(replacement)) = (queued_last, replacement) {
                         last = replacement;
                     }
-                    pending_records = 0;
+                    walk.pending_records = 0;
                 }
                 location = &last.next;
             }
         }
-        self.compact_batch(&mut pending, guard);
+        self.compact_batch(&mut walk.pending, guard);
         if reshaped {
             self.update_root(guard);
         }
@@ -216,6 +238,9 @@ impl<K: Key> Inner<K> {
             self.update_root(guard);
         }
         Counters::bump(&self.counters.passes);
+        let quiet = !(changed || reshaped || walk.waiting);
+        self.quiet_at
+            .store(if quiet { changes } else { NOT_QUIET }, Ordering::Relaxed);
         changed || reshaped
     }
 
@@ -227,14 +252,12 @@ impl<K: Key> Inner<K> {
     /// Applies Table 2 to one group at `location`. Returns the last group
     /// now standing where it stood (its `next` continues the walk), whether
     /// anything changed, and whether groups were created.
-    /// A group due for compaction is queued in `pending` instead.
+    /// A group due for compaction is queued in `walk.pending` instead.
     fn adjust(
         &self,
         location: &'static Atomic<Group<K>>,
         shared: GroupPtr<K>,
-        pass: Pass,
-        pending: &mut Pending<K>,
-        pending_records: &mut usize,
+        walk: &mut Walk<K>,
         guard: &'static Guard,
     ) -> (&'static Group<K>, bool, bool) {
         let c = &self.config;
@@ -281,11 +304,13 @@ impl<K: Key> Inner<K> {
             removed: node.records.removed.load(Ordering::Relaxed),
             appended,
         };
-        if compaction_due(c, &backlog, pass) {
-            pending.push((location, current));
-            *pending_records += records + appended + delta;
+        if compaction_due(c, &backlog, walk.pass) {
+            walk.pending.push((location, current));
+            walk.pending_records += records + appended + delta;
             return (node, true, false);
         }
+        // A small delta left to wait is due later without any new write.
+        walk.waiting |= delta > 0;
         (node, acted, false)
     }
 

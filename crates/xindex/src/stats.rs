@@ -38,7 +38,9 @@ pub struct Stats {
     pub group_merges: u64,
     /// Root updates.
     pub root_updates: u64,
-    /// Maintenance passes completed.
+    /// Maintenance passes completed. A background pass is skipped, and not
+    /// counted, when no key was added or removed since a pass that found
+    /// nothing to do and left no delta waiting.
     pub maintenance_passes: u64,
     /// Bytes charged to the delta budget now (entries not yet compacted).
     pub delta_bytes: usize,

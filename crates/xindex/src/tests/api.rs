@@ -217,6 +217,53 @@ fn background_passes_leave_small_recent_deltas_to_wait() {
     assert_eq!(index.len(), 10_203);
 }
 
+#[test]
+fn an_idle_index_stops_walking_until_keys_change() {
+    let config = Config {
+        maintenance_interval: Some(Duration::from_millis(1)),
+        small_delta_delay: Duration::from_millis(10),
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..20_000u64).map(|k| (k * 3, k)), config).unwrap();
+    let passes = || index.stats().maintenance_passes;
+    // Walks stop once a pass finds nothing to do (after any merges).
+    let wait_quiet = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let before = passes();
+            std::thread::sleep(Duration::from_millis(30));
+            if passes() == before {
+                return before;
+            }
+            assert!(std::time::Instant::now() < deadline, "never quiet");
+        }
+    };
+    let quiet = wait_quiet();
+    // In-place updates leave it quiet.
+    for k in 0..100u64 {
+        assert_eq!(index.insert(k * 3, 7), Some(k));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(passes(), quiet, "updates in place need no pass");
+    // A new key wakes it: the delta waits 10 ms, then is compacted.
+    assert_eq!(index.insert(1, 1), None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(index.stats().delta_total(), 0);
+    assert!(passes() > quiet);
+    let quiet = wait_quiet();
+    // So does a remove.
+    assert_eq!(index.remove(&3), Some(7));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while passes() == quiet && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(passes() > quiet);
+    assert_eq!(index.len(), 20_000);
+}
+
 /// Nice values of this process's threads named like the maintenance
 /// thread (`comm` holds the first 15 bytes of a thread's name).
 #[cfg(target_os = "linux")]
