@@ -42,9 +42,10 @@ pub struct Config {
     pub maintenance_interval: Option<Duration>,
     /// How long a small delta may wait for compaction: one of at most
     /// `s * f` keys (Table 2's measure of small) and under 1/64 of its
-    /// group's records. A larger one is compacted at the next pass. A compaction rewrites the whole group, however few keys
-    /// its delta holds. The paper compacts every non-empty delta once per
-    /// pass, its passes one second apart. Passes here run every
+    /// group's records. A larger one is compacted at the next pass. A
+    /// compaction rewrites the whole group, however few keys its delta
+    /// holds. The paper compacts every non-empty delta once per pass, its
+    /// passes one second apart. Passes here run every
     /// `maintenance_interval`, so that splits and large deltas are handled
     /// within milliseconds, and this delay keeps the rewriting of groups
     /// for a few new keys at the paper's rate. `Duration::ZERO` compacts
