@@ -226,17 +226,17 @@ fn an_idle_index_stops_walking_until_keys_change() {
     };
     let index = XIndex::bulk_load((0..20_000u64).map(|k| (k * 3, k)), config).unwrap();
     let passes = || index.stats().maintenance_passes;
-    // Walks stop once a pass finds nothing to do (after any merges).
+    // Walks stop once a pass finds nothing to do (after any merges). The
+    // pass that finds it records so after counting itself, and no other
+    // thread runs passes here: from then on the count stays put.
     let wait_quiet = || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let before = passes();
-            std::thread::sleep(Duration::from_millis(30));
-            if passes() == before {
-                return before;
-            }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let inner = index.inner();
+        while inner.quiet_at.load(std::sync::atomic::Ordering::Relaxed) != inner.len.changes() {
             assert!(std::time::Instant::now() < deadline, "never quiet");
+            std::thread::sleep(Duration::from_millis(2));
         }
+        passes()
     };
     let quiet = wait_quiet();
     // In-place updates leave it quiet.
@@ -247,7 +247,7 @@ fn an_idle_index_stops_walking_until_keys_change() {
     assert_eq!(passes(), quiet, "updates in place need no pass");
     // A new key wakes it: the delta waits 10 ms, then is compacted.
     assert_eq!(index.insert(1, 1), None);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -256,7 +256,7 @@ fn an_idle_index_stops_walking_until_keys_change() {
     let quiet = wait_quiet();
     // So does a remove.
     assert_eq!(index.remove(&3), Some(7));
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while passes() == quiet && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
