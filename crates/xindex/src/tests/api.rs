@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use lidx_core::Error;
 
-use super::{settle, tiny_config};
+use super::{settle, tiny_config, wait_until};
 use crate::{Config, XIndex};
 
 fn assert_send_sync<T: Send + Sync>() {}
@@ -166,11 +166,10 @@ fn background_thread_compacts_and_stops_on_drop() {
     for k in 0..100 {
         index.insert(k, k);
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(4);
-    let settled = |s: &crate::Stats| s.delta_total() == 0 && s.maintenance_passes > 0;
-    while !settled(&index.stats()) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(4), || {
+        let s = index.stats();
+        s.delta_total() == 0 && s.maintenance_passes > 0
+    });
     let stats = index.stats();
     assert_eq!(stats.delta_total(), 0, "{stats:?}");
     assert!(stats.maintenance_passes > 0);
@@ -193,10 +192,9 @@ fn background_passes_leave_small_recent_deltas_to_wait() {
         assert_eq!(index.insert(k, k), None);
     }
     let passes = index.stats().maintenance_passes;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while index.stats().maintenance_passes < passes + 3 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(10), || {
+        index.stats().maintenance_passes >= passes + 3
+    });
     let stats = index.stats();
     assert!(stats.maintenance_passes >= passes + 3, "{stats:?}");
     assert_eq!(stats.delta_total(), 3, "the delta waits: {stats:?}");
@@ -209,10 +207,9 @@ fn background_passes_leave_small_recent_deltas_to_wait() {
     for k in 0..200u64 {
         index.insert(4_001 + 2 * k, k);
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while index.stats().delta_total() > 64 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(10), || {
+        index.stats().delta_total() <= 64
+    });
     assert!(index.stats().delta_total() <= 64, "{:?}", index.stats());
     assert_eq!(index.len(), 10_203);
 }
@@ -230,12 +227,11 @@ fn an_idle_index_stops_walking_until_keys_change() {
     // pass that finds it records so after counting itself, and no other
     // thread runs passes here: from then on the count stays put.
     let wait_quiet = || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
         let inner = index.inner();
-        while inner.quiet_at.load(std::sync::atomic::Ordering::Relaxed) != inner.len.changes() {
-            assert!(std::time::Instant::now() < deadline, "never quiet");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let quiet =
+            || inner.quiet_at.load(std::sync::atomic::Ordering::Relaxed) == inner.len.changes();
+        wait_until(Duration::from_secs(20), quiet);
+        assert!(quiet(), "never quiet");
         passes()
     };
     let quiet = wait_quiet();
@@ -247,19 +243,13 @@ fn an_idle_index_stops_walking_until_keys_change() {
     assert_eq!(passes(), quiet, "updates in place need no pass");
     // A new key wakes it: the delta waits 10 ms, then is compacted.
     assert_eq!(index.insert(1, 1), None);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(20), || index.stats().delta_total() == 0);
     assert_eq!(index.stats().delta_total(), 0);
     assert!(passes() > quiet);
     let quiet = wait_quiet();
     // So does a remove.
     assert_eq!(index.remove(&3), Some(7));
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while passes() == quiet && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(20), || passes() > quiet);
     assert!(passes() > quiet);
     assert_eq!(index.len(), 20_000);
 }
@@ -301,12 +291,9 @@ fn maintenance_thread_runs_at_the_configured_nice() {
         ..tiny_config()
     };
     let index = XIndex::<u64, u64>::new(config).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !maintenance_thread_nice_values().contains(&expected)
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(5), || {
+        maintenance_thread_nice_values().contains(&expected)
+    });
     assert!(
         maintenance_thread_nice_values().contains(&expected),
         "no maintenance thread at nice {expected}: {:?}",
@@ -321,10 +308,7 @@ fn maintenance_thread_runs_at_the_configured_nice() {
     for k in 0..50 {
         index.insert(k, k);
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while index.stats().delta_total() > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(Duration::from_secs(5), || index.stats().delta_total() == 0);
     assert_eq!(index.stats().delta_total(), 0);
 }
 

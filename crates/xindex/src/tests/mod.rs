@@ -51,6 +51,16 @@ pub(crate) fn tiny_sequential_config() -> Config {
     }
 }
 
+/// Polls `done` every 2 ms until it holds or `timeout` has passed (the
+/// background thread's progress has no bound on a loaded machine; the
+/// caller asserts on the state afterwards).
+pub(crate) fn wait_until(timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Runs maintenance until a pass changes nothing (bounded, so an
 /// oscillating policy fails the test instead of hanging it).
 pub(crate) fn settle<K: lidx_core::Key, V: crate::Value>(index: &crate::XIndex<K, V>) {
