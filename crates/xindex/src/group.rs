@@ -5,8 +5,9 @@
 //! index yet.
 //!
 //! Keys live in one flat array and the records' value and version words in
-//! a parallel flat array: no per-record allocation, and a lookup touches
-//! the key array and then one 16-byte cell.
+//! a parallel array of [`CellBlock`]s (seven records per cache line, 9.1
+//! bytes each): no per-record allocation, and a lookup touches the key
+//! array and then one block.
 //!
 //! The record array and the delta are behind `Arc`s because several group
 //! nodes share them: a model split/merge clones the node with new models,
@@ -25,7 +26,7 @@ use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_slice};
 use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
-use crate::record::RecordCell;
+use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
 use crate::tail::Tail;
 
 /// Keys and their record cells, sorted by key, never resized; optionally
@@ -34,15 +35,15 @@ pub(crate) struct Records<K> {
     /// Shared with every group node over these records, which keeps its
     /// own handle so a lookup skips one pointer hop.
     pub(crate) keys: Arc<[K]>,
-    pub(crate) cells: Arc<[RecordCell]>,
+    pub(crate) cells: Arc<[CellBlock]>,
     pub(crate) tail: Option<Tail<K>>,
     /// Records removed since this array was built: a compaction trigger.
     pub(crate) removed: AtomicUsize,
 }
 
 impl<K: Ord + Clone> Records<K> {
-    fn new(keys: Vec<K>, cells: Vec<RecordCell>, tail_capacity: usize, tail_open: bool) -> Self {
-        debug_assert_eq!(keys.len(), cells.len());
+    fn new(keys: Vec<K>, cells: Vec<CellBlock>, tail_capacity: usize, tail_open: bool) -> Self {
+        debug_assert_eq!(keys.len().div_ceil(SLOTS), cells.len());
         Records {
             keys: keys.into(),
             cells: cells.into(),
@@ -70,10 +71,15 @@ impl<K: Ord + Clone> Records<K> {
 
     /// Cell of record `i` of the combined order.
     #[inline]
-    pub(crate) fn cell_at(&self, i: usize) -> &RecordCell {
+    pub(crate) fn cell_at(&self, i: usize) -> Record<'_> {
         match i.checked_sub(self.keys.len()) {
-            None => &self.cells[i],
-            Some(j) => self.tail.as_ref().expect("index below lengths()").cell(j),
+            None => record_at(&self.cells, i),
+            Some(j) => self
+                .tail
+                .as_ref()
+                .expect("index below lengths()")
+                .cell(j)
+                .record(),
         }
     }
 
@@ -219,7 +225,7 @@ pub(crate) struct Group<K> {
     /// `records.keys`, held here too.
     keys: Arc<[K]>,
     /// `records.cells`, held here too.
-    cells: Arc<[RecordCell]>,
+    cells: Arc<[CellBlock]>,
     router: Router<K>,
     /// Whether `records` has a tail, held here so that a lookup or insert
     /// missing the array need not load the shared `Records` to find out.
@@ -259,7 +265,7 @@ impl<K: Key> Group<K> {
         models: Box<[SubModel<K>]>,
         tail_capacity: usize,
     ) -> Self {
-        let cells = words.into_iter().map(RecordCell::live).collect();
+        let cells = CellBlock::live(words);
         let records = Records::new(keys, cells, tail_capacity, true);
         Self::assemble(pivot, Arc::new(records), models, Arc::new(Delta::new()))
     }
@@ -293,21 +299,17 @@ impl<K: Key> Group<K> {
     ///
     /// Every target must stay allocated until this group's copy phase has
     /// resolved all pointers and every thread that may have read a pointer
-    /// has finished (see [`RecordCell::pointing_to`]).
+    /// has finished (see [`CellBlock::pointing_to`]).
     pub(crate) unsafe fn from_pointers(
         pivot: Option<K>,
-        merged: Vec<(K, &RecordCell)>,
+        merged: Vec<(K, Record<'_>)>,
         model_count: usize,
         buf: Arc<Delta<K>>,
         tail_capacity: usize,
     ) -> Self {
-        let mut keys = Vec::with_capacity(merged.len());
-        let mut cells = Vec::with_capacity(merged.len());
-        for (key, target) in merged {
-            keys.push(key);
-            // SAFETY: forwarded from this function's contract.
-            cells.push(unsafe { RecordCell::pointing_to(target) });
-        }
+        let (keys, targets): (Vec<K>, Vec<Record<'_>>) = merged.into_iter().unzip();
+        // SAFETY: forwarded from this function's contract.
+        let cells = unsafe { CellBlock::pointing_to(&targets) };
         let models = fit_models(&keys, model_count);
         let records = Records::new(keys, cells, tail_capacity, false);
         Self::assemble(pivot, Arc::new(records), models, buf)
@@ -326,7 +328,7 @@ impl<K: Key> Group<K> {
 
     /// The sorted key array and its parallel cell array (without the tail).
     #[inline]
-    pub(crate) fn arrays(&self) -> (&[K], &[RecordCell]) {
+    pub(crate) fn arrays(&self) -> (&[K], &[CellBlock]) {
         (&self.keys, &self.cells)
     }
 
@@ -430,7 +432,9 @@ impl<K: Key> Group<K> {
                 SEARCH_WINDOW,
                 predicted.reach,
                 |k| k < key,
-                |start, end| prefetch_slice(&self.cells[start..end], OUTER_CELL_LINES),
+                |start, end| {
+                    prefetch_slice(blocks_of(&self.cells, start, end), OUTER_CELL_LINES);
+                },
             )
         }
     }
@@ -444,7 +448,7 @@ impl<K: Key> Group<K> {
 
     /// The array or tail record holding exactly `key`.
     #[inline]
-    pub(crate) fn record(&self, key: &K) -> Option<&RecordCell> {
+    pub(crate) fn record(&self, key: &K) -> Option<Record<'_>> {
         let predicted = self.prediction(key);
         // The record's cell sits in a parallel array: start loading its
         // likely lines now, so that miss overlaps the key search's miss.
@@ -482,23 +486,23 @@ impl<K: Key> Group<K> {
         if std::mem::needs_drop::<K>() {
             prefetch_near(&self.cells, predicted);
         } else {
-            let (lo, hi) = window_around(predicted, self.cells.len(), SEARCH_WINDOW);
-            prefetch_slice(&self.cells[lo..hi], CELL_WINDOW_LINES);
+            let (lo, hi) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
+            prefetch_slice(blocks_of(&self.cells, lo, hi), CELL_WINDOW_LINES);
         }
     }
 
     /// Second half of [`record`](Self::record), searching from `predicted`.
     #[inline]
-    pub(crate) fn record_near(&self, key: &K, predicted: Prediction) -> Option<&RecordCell> {
+    pub(crate) fn record_near(&self, key: &K, predicted: Prediction) -> Option<Record<'_>> {
         let i = self.lower_bound_from(key, predicted);
         if self.keys.get(i) == Some(key) {
-            return Some(&self.cells[i]);
+            return Some(record_at(&self.cells, i));
         }
         if !self.has_tail {
             return None;
         }
         match &self.records.tail {
-            Some(tail) if self.records.above_array(key) => tail.find(key),
+            Some(tail) if self.records.above_array(key) => tail.find(key).map(RecordCell::record),
             _ => None,
         }
     }
@@ -566,8 +570,8 @@ const SEARCH_WINDOW: usize = 16;
 /// Most cache lines of cells requested for the second count of a search
 /// (see [`Group::lower_bound_from`]): a model's error bound is 32 by
 /// default, so the rest of its range holds at most 24 records beside the
-/// window, 384 bytes of cells.
-const OUTER_CELL_LINES: usize = 8;
+/// window, in at most five blocks.
+const OUTER_CELL_LINES: usize = 5;
 
 /// A model's predicted array position and how far from it a key's lower
 /// bound can lie.
@@ -586,24 +590,25 @@ fn reach<K>(model: &SubModel<K>) -> usize {
     model.max_error.saturating_add(2)
 }
 
-/// Cells fetched ahead around a predicted position: the lines holding
-/// `cells[predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH]`.
+/// Records fetched ahead around a predicted position: the blocks holding
+/// records `predicted - PREFETCH_REACH ..= predicted + PREFETCH_REACH`.
 const PREFETCH_REACH: usize = 2;
 
-/// Cache lines holding the cells of one [`SEARCH_WINDOW`]: 16 cells of
-/// 16 bytes span four lines, or five when not line-aligned.
-const CELL_WINDOW_LINES: usize =
-    (SEARCH_WINDOW * std::mem::size_of::<RecordCell>()).div_ceil(CACHE_LINE) + 1;
+/// Blocks (cache lines) holding the records of one [`SEARCH_WINDOW`]: 16
+/// records lie in three blocks, or four when they start late in one.
+const CELL_WINDOW_LINES: usize = (SEARCH_WINDOW + SLOTS - 2) / SLOTS + 1;
+const _: () = assert!(std::mem::size_of::<CellBlock>() == CACHE_LINE || cfg!(xindex_loom));
 
 /// Hints the CPU to load the cache lines of the cells near `predicted`.
 #[inline]
-fn prefetch_near(cells: &[RecordCell], predicted: usize) {
-    let first = predicted.saturating_sub(PREFETCH_REACH);
-    let last = predicted.saturating_add(PREFETCH_REACH);
-    for i in [first, last] {
-        if let Some(cell) = cells.get(i) {
-            prefetch(cell);
-        }
+fn prefetch_near(cells: &[CellBlock], predicted: usize) {
+    let first = predicted.saturating_sub(PREFETCH_REACH) / SLOTS;
+    let last = predicted.saturating_add(PREFETCH_REACH) / SLOTS;
+    for block in cells
+        .get(first..=last.min(cells.len().saturating_sub(1)))
+        .unwrap_or(&[])
+    {
+        prefetch(block);
     }
 }
 
@@ -625,7 +630,7 @@ mod tests {
         assert_eq!(g.models.iter().map(|m| m.len).sum::<usize>(), 1000);
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(g.find(k), Some(i));
-            assert_eq!(g.records.cells[i].read(), Some(i as u64));
+            assert_eq!(g.records.cell_at(i).read(), Some(i as u64));
         }
         assert_eq!(g.find(&2), None);
         assert_eq!(g.first_index(Bound::Excluded(&4), 0), 3);
@@ -719,14 +724,14 @@ mod tests {
 
     #[test]
     fn prefetch_accepts_any_position() {
-        let cells: Vec<RecordCell> = (0..10).map(RecordCell::live).collect();
+        let cells = CellBlock::live(0..10);
         for predicted in [0, 1, 5, 9, 10, 11, usize::MAX] {
             prefetch_near(&cells, predicted);
         }
         prefetch_near(&[], 0);
         prefetch_near(&[], usize::MAX);
         // A hint changes nothing observable.
-        assert_eq!(cells[9].read(), Some(9));
+        assert_eq!(record_at(&cells, 9).read(), Some(9));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
-use crate::record::{Outcome, RecordCell, Write};
+use crate::record::{Outcome, Record, Write, blocks_of, record_at};
 use crate::root::Root;
 use crate::value::Value;
 
@@ -310,7 +310,10 @@ impl<K: Key> Inner<K> {
                 // once instead of one line after another.
                 let ahead = at..keys.len().min(at.saturating_add(limit - taken));
                 prefetch_slice(&keys[ahead.clone()], SCAN_PREFETCH_LINES);
-                prefetch_slice(&cells[ahead], SCAN_PREFETCH_LINES);
+                prefetch_slice(
+                    blocks_of(cells, ahead.start, ahead.end),
+                    SCAN_PREFETCH_LINES,
+                );
             }
             loop {
                 let buf_key = buf.map(|e| e.key()).filter(|k| in_range(k));
@@ -327,7 +330,7 @@ impl<K: Key> Inner<K> {
                     if !in_range(key) || first_buffered.is_some_and(|b| key >= b) {
                         break;
                     }
-                    if let Some(word) = cells[at].read() {
+                    if let Some(word) = record_at(cells, at).read() {
                         out.push((key.clone(), V::from_word(word)));
                         taken += 1;
                         if taken == limit {
@@ -351,7 +354,7 @@ impl<K: Key> Inner<K> {
                 // get's order and skip the rest, so no key repeats.
                 let mut value = None;
                 if array_key == Some(smallest) {
-                    value = cells.get(at).unwrap_or_else(|| records.cell_at(at)).read();
+                    value = records.cell_at(at).read();
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
@@ -392,7 +395,7 @@ fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
 
 /// [`read_in_group`] given the array (or tail) lookup's result `record`.
 #[inline]
-fn read_record<K: Key>(group: &Group<K>, record: Option<&RecordCell>, key: &K) -> Option<u64> {
+fn read_record<K: Key>(group: &Group<K>, record: Option<Record<'_>>, key: &K) -> Option<u64> {
     if let Some(cell) = record
         && let Some(word) = cell.read()
     {

@@ -26,7 +26,7 @@ use crate::delta::Delta;
 use crate::group::{Group, fit_models};
 use crate::hooks::Phase;
 use crate::inner::{Counters, Inner};
-use crate::record::RecordCell;
+use crate::record::Record;
 use crate::root::Root;
 
 /// A group pointer as read by maintenance: alive for the whole pass.
@@ -37,8 +37,8 @@ type GroupPtr<K> = Shared<'static, Group<K>>;
 type Pending<K> = Vec<(&'static Atomic<Group<K>>, GroupPtr<K>)>;
 
 /// Records compacted together under one pair of epoch barriers; bounds the
-/// transient memory of a batch (pointer cells plus cloned keys, about
-/// `16 + size_of::<K>()` bytes per record).
+/// transient memory of a batch (pointer records plus cloned keys, about
+/// `10 + size_of::<K>()` bytes per record).
 #[cfg(not(test))]
 const BATCH_RECORDS: usize = 1 << 18;
 /// Tests use tiny indexes; a small batch makes passes flush mid-walk.
@@ -61,7 +61,7 @@ unsafe fn retire<T>(node: Shared<'_, T>) {
 /// Every live record of `group`'s array and (frozen) delta, in key order.
 /// A key may have a removed copy in the array and its live copy in the
 /// delta; removed records are skipped, so each key appears at most once.
-fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, &'static RecordCell)> {
+fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, Record<'static>)> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let end = array_len + tail_len;
@@ -69,7 +69,7 @@ fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, &'static RecordCell
         .buf
         .records()
         .into_iter()
-        .map(|r| (r.key(), r.value()))
+        .map(|r| (r.key(), r.value().record()))
         .peekable();
     let mut out = Vec::with_capacity(end + group.buf.len());
     let mut at = 0usize;
@@ -430,8 +430,8 @@ impl<K: Key> Inner<K> {
     fn copy_phase(&self, groups: &[&Group<K>]) {
         synchronize();
         for group in groups {
-            for cell in group.records.cells.iter() {
-                cell.resolve_pointer();
+            for i in 0..group.records.keys.len() {
+                group.records.cell_at(i).resolve_pointer();
             }
             // The barrier above also retired every operation on the
             // predecessor, the only writers that could insert into this
