@@ -23,7 +23,7 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
-use crate::record::{Outcome, Record, Write, blocks_of, record_at};
+use crate::record::{BlockSnapshot, Outcome, Record, SLOTS, Write, blocks_of, record_at};
 use crate::root::Root;
 use crate::value::Value;
 
@@ -325,12 +325,22 @@ impl<K: Key> Inner<K> {
                 // Array records before every buffered key need no merge:
                 // copy that run straight from the slices (after a
                 // compaction, with nothing buffered, this is the whole scan).
+                // One seqlock round per block of records, not per record.
+                let (mut block, mut slot) = (at / SLOTS, at % SLOTS);
+                let mut copy: Option<BlockSnapshot> = None;
                 while at < keys.len() {
                     let key = &keys[at];
                     if !in_range(key) || first_buffered.is_some_and(|b| key >= b) {
                         break;
                     }
-                    if let Some(word) = record_at(cells, at).read() {
+                    if slot == SLOTS {
+                        (block, slot, copy) = (block + 1, 0, None);
+                    }
+                    let value = copy
+                        .get_or_insert_with(|| cells[block].snapshot())
+                        .value(slot)
+                        .unwrap_or_else(|| record_at(cells, at).read());
+                    if let Some(word) = value {
                         out.push((key.clone(), V::from_word(word)));
                         taken += 1;
                         if taken == limit {
@@ -338,6 +348,7 @@ impl<K: Key> Inner<K> {
                         }
                     }
                     at += 1;
+                    slot += 1;
                 }
                 // One merge step: the smallest of the array (or tail) head
                 // and the two buffered heads.

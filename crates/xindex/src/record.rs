@@ -218,6 +218,61 @@ impl CellBlock {
     }
 }
 
+/// A consistent copy of a block's meta word and values, for reading runs
+/// of records (scans) with one seqlock round per block instead of one per
+/// record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockSnapshot {
+    /// Bit `s`: slot `s` held a value of its own (live, not a pointer).
+    live: u8,
+    /// Bit `s`: slot `s` was a pointer record.
+    pointers: u8,
+    words: [u64; SLOTS],
+}
+
+impl BlockSnapshot {
+    /// Record `slot`'s value at the snapshot's instant: `Some(None)` if it
+    /// was removed, `None` if it is a pointer record, whose value must be
+    /// read through [`Record::read`].
+    #[inline]
+    pub(crate) fn value(&self, slot: usize) -> Option<Option<u64>> {
+        if self.live >> slot & 1 != 0 {
+            Some(Some(self.words[slot]))
+        } else if self.pointers >> slot & 1 != 0 {
+            None
+        } else {
+            Some(None)
+        }
+    }
+}
+
+impl CellBlock {
+    /// A consistent copy of every slot (a seqlock read of the whole block).
+    #[inline]
+    pub(crate) fn snapshot(&self) -> BlockSnapshot {
+        loop {
+            let before = self.meta.load(Ordering::Acquire);
+            if before & LOCK != 0 {
+                spin();
+                continue;
+            }
+            // Acquire loads keep the second meta load after all of them, as
+            // in `Record::read`.
+            let words = std::array::from_fn(|slot| self.words[slot].load(Ordering::Acquire));
+            if self.meta.load(Ordering::Acquire) == before {
+                const SLOT_BITS: u64 = (1 << SLOTS) - 1;
+                let pointers = before >> POINTER_SHIFT & SLOT_BITS;
+                let removed = before >> REMOVED_SHIFT & SLOT_BITS;
+                return BlockSnapshot {
+                    live: (SLOT_BITS & !pointers & !removed) as u8,
+                    pointers: pointers as u8,
+                    words,
+                };
+            }
+        }
+    }
+}
+
 /// Record `i` of an array stored as `blocks`.
 #[inline]
 pub(crate) fn record_at(blocks: &[CellBlock], i: usize) -> Record<'_> {
@@ -585,6 +640,29 @@ mod tests {
             Outcome::Dead
         );
         assert_eq!(new[0].record(5).read(), None);
+    }
+
+    #[test]
+    fn snapshots_tell_live_removed_and_pointer_slots_apart() {
+        let old = RecordCell::live(77);
+        let blocks = CellBlock::live(0..5);
+        // SAFETY: `old` outlives `pointing` (dropped first).
+        let pointing = unsafe { CellBlock::pointing_to(&[old.record()]) };
+        assert_eq!(
+            record_at(&blocks, 2).write(Write::Remove, false),
+            Outcome::Applied(Some(2))
+        );
+        let copy = blocks[0].snapshot();
+        assert_eq!(copy.value(0), Some(Some(0)));
+        assert_eq!(copy.value(1), Some(Some(1)));
+        assert_eq!(copy.value(2), Some(None), "removed");
+        assert_eq!(copy.value(4), Some(Some(4)));
+        assert_eq!(copy.value(5), Some(None), "unused slot");
+        let copy = pointing[0].snapshot();
+        assert_eq!(copy.value(0), None, "a pointer is read through the record");
+        assert_eq!(pointing[0].record(0).read(), Some(77));
+        pointing[0].record(0).resolve_pointer();
+        assert_eq!(pointing[0].snapshot().value(0), Some(Some(77)));
     }
 
     #[test]
