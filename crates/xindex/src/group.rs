@@ -22,7 +22,7 @@ use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
-use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_slice};
+use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_lines, prefetch_slice};
 use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
@@ -486,8 +486,14 @@ impl<K: Key> Group<K> {
         if std::mem::needs_drop::<K>() {
             prefetch_near(&self.cells, predicted);
         } else {
-            let (lo, hi) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
-            prefetch_slice(blocks_of(&self.cells, lo, hi), CELL_WINDOW_LINES);
+            // The window's blocks start at its first record's block; a
+            // fixed count of lines (one may lie past the window, or past
+            // the array: a hint never faults) spares computing the last.
+            let (lo, _) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
+            prefetch_lines(
+                self.cells.as_ptr().wrapping_add(lo / SLOTS),
+                CELL_WINDOW_LINES,
+            );
         }
     }
 
