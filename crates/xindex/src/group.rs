@@ -265,7 +265,7 @@ impl<K: Key> Group<K> {
         models: Box<[SubModel<K>]>,
         tail_capacity: usize,
     ) -> Self {
-        let cells = CellBlock::live(words);
+        let cells = CellBlock::live(&words);
         let records = Records::new(keys, cells, tail_capacity, true);
         Self::assemble(pivot, Arc::new(records), models, Arc::new(Delta::new()))
     }
@@ -730,7 +730,7 @@ mod tests {
 
     #[test]
     fn prefetch_accepts_any_position() {
-        let cells = CellBlock::live(0..10);
+        let cells = CellBlock::live(&(0..10).collect::<Vec<_>>());
         for predicted in [0, 1, 5, 9, 10, 11, usize::MAX] {
             prefetch_near(&cells, predicted);
         }

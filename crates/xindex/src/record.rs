@@ -154,24 +154,11 @@ impl RecordCell {
 impl CellBlock {
     /// Blocks holding the live records `words`, in order; slots past the
     /// last word are removed and never used.
-    pub(crate) fn live(words: impl IntoIterator<Item = u64>) -> Vec<CellBlock> {
-        let mut blocks = Vec::new();
-        let mut words = words.into_iter().peekable();
-        while words.peek().is_some() {
-            let mut meta = 0;
-            let values: [AtomicU64; SLOTS] = std::array::from_fn(|slot| match words.next() {
-                Some(w) => AtomicU64::new(w),
-                None => {
-                    meta |= removed(slot);
-                    AtomicU64::new(0)
-                }
-            });
-            blocks.push(CellBlock {
-                meta: AtomicU64::new(meta),
-                words: values,
-            });
-        }
-        blocks
+    pub(crate) fn live(words: &[u64]) -> Vec<CellBlock> {
+        words
+            .chunks(SLOTS)
+            .map(|chunk| Self::filled(|slot| chunk.get(slot).map(|&w| (w, 0))))
+            .collect()
     }
 
     /// Blocks of records whose values live in `targets` (in order) until
@@ -186,24 +173,23 @@ impl CellBlock {
     pub(crate) unsafe fn pointing_to(targets: &[Record<'_>]) -> Vec<CellBlock> {
         targets
             .chunks(SLOTS)
-            .map(|chunk| {
-                let mut meta = 0;
-                let values = std::array::from_fn(|slot| match chunk.get(slot) {
-                    Some(target) => {
-                        meta |= pointer(slot);
-                        AtomicU64::new(target.address())
-                    }
-                    None => {
-                        meta |= removed(slot);
-                        AtomicU64::new(0)
-                    }
-                });
-                CellBlock {
-                    meta: AtomicU64::new(meta),
-                    words: values,
-                }
-            })
+            .map(|chunk| Self::filled(|slot| chunk.get(slot).map(|t| (t.address(), pointer(slot)))))
             .collect()
+    }
+
+    /// A block whose slot `s` holds `slot(s)`'s word and flags, or is a
+    /// removed placeholder when that is `None`.
+    fn filled(mut slot: impl FnMut(usize) -> Option<(u64, u64)>) -> CellBlock {
+        let mut meta = 0;
+        let words = std::array::from_fn(|s| {
+            let (word, flags) = slot(s).unwrap_or((0, removed(s)));
+            meta |= flags;
+            AtomicU64::new(word)
+        });
+        CellBlock {
+            meta: AtomicU64::new(meta),
+            words,
+        }
     }
 
     /// Record `slot` (below [`SLOTS`]).
@@ -544,7 +530,7 @@ mod tests {
     #[test]
     fn blocks_pack_seven_records_and_keep_their_flags_apart() {
         assert_eq!(std::mem::size_of::<CellBlock>(), 64);
-        let blocks = CellBlock::live(0..9);
+        let blocks = CellBlock::live(&(0..9).collect::<Vec<_>>());
         assert_eq!(blocks.len(), 2);
         for i in 0..9 {
             assert_eq!(record_at(&blocks, i).read(), Some(i as u64));
@@ -561,12 +547,12 @@ mod tests {
         assert_eq!(a.write(Write::Put(30), false), Outcome::Dead);
         assert_eq!(a.write(Write::Put(31), true), Outcome::Applied(None));
         assert_eq!((a.read(), b.read()), (Some(31), Some(40)));
-        assert!(CellBlock::live(std::iter::empty()).is_empty());
+        assert!(CellBlock::live(&[]).is_empty());
     }
 
     #[test]
     fn blocks_of_covers_exactly_the_blocks_of_a_range() {
-        let blocks = CellBlock::live(0..20); // 3 blocks
+        let blocks = CellBlock::live(&(0..20).collect::<Vec<_>>()); // 3 blocks
         let span = |a, b| {
             let s = blocks_of(&blocks, a, b);
             if s.is_empty() {
@@ -589,7 +575,7 @@ mod tests {
 
     #[test]
     fn block_pointers_to_block_slots_and_to_cells() {
-        let old_blocks = CellBlock::live(100..110);
+        let old_blocks = CellBlock::live(&(100..110).collect::<Vec<_>>());
         let old_cell = RecordCell::live(7);
         let targets = [
             record_at(&old_blocks, 9),
@@ -645,7 +631,7 @@ mod tests {
     #[test]
     fn snapshots_tell_live_removed_and_pointer_slots_apart() {
         let old = RecordCell::live(77);
-        let blocks = CellBlock::live(0..5);
+        let blocks = CellBlock::live(&[0, 1, 2, 3, 4]);
         // SAFETY: `old` outlives `pointing` (dropped first).
         let pointing = unsafe { CellBlock::pointing_to(&[old.record()]) };
         assert_eq!(
@@ -667,7 +653,7 @@ mod tests {
 
     #[test]
     fn writers_of_one_block_never_lose_each_others_writes() {
-        let blocks = CellBlock::live([0; SLOTS]);
+        let blocks = CellBlock::live(&[0; SLOTS]);
         let per_thread = 3_000u64;
         std::thread::scope(|s| {
             for slot in 0..3 {
@@ -893,7 +879,7 @@ mod loom_tests {
     #[test]
     fn loom_block_neighbours() {
         model(3, || {
-            let blocks = Arc::new(CellBlock::live([1, 10]));
+            let blocks = Arc::new(CellBlock::live(&[1, 10]));
             let first = {
                 let blocks = blocks.clone();
                 thread::spawn(move || {
@@ -923,7 +909,7 @@ mod loom_tests {
     #[test]
     fn loom_block_resolution_beside_a_pointer_write() {
         model(4, || {
-            let old = Arc::new(CellBlock::live([1, 10]));
+            let old = Arc::new(CellBlock::live(&[1, 10]));
             let targets = [old[0].record(0), old[0].record(1)];
             // SAFETY: `old` outlives every use of `new` (threads are joined
             // before the closure returns, and `new` is dropped first).
