@@ -176,7 +176,7 @@ enum Counted {
 }
 
 /// The branch-free count shared by [`counted_by`] and [`counted_within`].
-#[inline]
+#[inline(always)]
 fn count_window<T>(
     slice: &[T],
     pos: usize,
@@ -210,7 +210,7 @@ fn count_window<T>(
 /// that run parallel to them (a value array, say). Beyond `pos ± reach`
 /// (a bound that was wrong, or a key the bound does not cover) it
 /// gallops, so the result is always `slice.partition_point(before)`.
-#[inline]
+#[inline(always)]
 pub fn counted_within<T>(
     slice: &[T],
     pos: usize,
@@ -220,6 +220,24 @@ pub fn counted_within<T>(
     outer: impl FnOnce(usize, usize),
 ) -> usize {
     match count_window(slice, pos, window, &before) {
+        Counted::Inside(i) => i,
+        outside => counted_outside(slice, pos, reach, outside, before, outer),
+    }
+}
+
+/// [`counted_within`] once the window's count has put the answer outside
+/// it. Out of line: the window's count, which most searches end with,
+/// then stays small enough to inline into the caller's search.
+#[inline(never)]
+fn counted_outside<T>(
+    slice: &[T],
+    pos: usize,
+    reach: usize,
+    counted: Counted,
+    before: impl Fn(&T) -> bool,
+    outer: impl FnOnce(usize, usize),
+) -> usize {
+    match counted {
         Counted::Inside(i) => i,
         Counted::EmptyWindow => exponential_by(slice, pos, before),
         Counted::RightOf(hi) => {

@@ -188,7 +188,7 @@ impl<K: Key> Inner<K> {
 
     /// `get`: array, then `buf`, then `tmp_buf` — the same order puts use,
     /// so an empty answer means the creating put has not committed (I3).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, key: &K) -> Option<u64> {
         let guard = epoch::pin();
         let group = self.root(&guard).route(key, &guard);
@@ -399,19 +399,27 @@ impl<K: Key> Inner<K> {
 }
 
 /// Reads `key` in `group`: array, `buf`, `tmp_buf`.
-#[inline]
+#[inline(always)]
 fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     read_record(group, group.record(key), key)
 }
 
 /// [`read_in_group`] given the array (or tail) lookup's result `record`.
-#[inline]
+#[inline(always)]
 fn read_record<K: Key>(group: &Group<K>, record: Option<Record<'_>>, key: &K) -> Option<u64> {
     if let Some(cell) = record
         && let Some(word) = cell.read()
     {
         return Some(word);
     }
+    read_delta(group, key)
+}
+
+/// The rest of [`read_record`] when the array holds no live record of
+/// `key`: kept out of line so that the array path, which most gets take,
+/// stays short enough to inline into its callers.
+#[inline(never)]
+fn read_delta<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     if let Some(cell) = group.buf.get(key)
         && let Some(word) = cell.read()
     {

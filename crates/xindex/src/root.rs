@@ -103,7 +103,7 @@ impl<K: Key> Rmi<K> {
 
     /// Predicted number of pivots `<= key` among `pivot_count`, and the
     /// leaf's error bound around it.
-    #[inline]
+    #[inline(always)]
     fn predict(&self, key: &K, pivot_count: usize) -> (usize, usize) {
         let leaf = round_clamp(
             self.stage1
@@ -204,7 +204,7 @@ impl<K: Key> Root<K> {
     }
 
     /// The slot whose pivot range holds `key`.
-    #[inline]
+    #[inline(always)]
     fn slot_of(&self, key: &K, guard: &Guard) -> usize {
         match &self.rmi {
             Some(rmi) => {
@@ -233,7 +233,7 @@ impl<K: Key> Root<K> {
     /// The group responsible for `key` (`get_group`): predicted slot, the
     /// merged group before it if the slot was merged away, then `next`
     /// links while their pivots are `<= key`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn route<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
         self.route_from(self.slot_of(key, guard), key, guard)
     }
@@ -250,7 +250,7 @@ impl<K: Key> Root<K> {
 
     /// Second half of [`route`](Self::route), from the slot `slot_of` (or
     /// [`slot_prefetched`](Self::slot_prefetched)) chose for `key`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn route_from<'g>(&'g self, slot: usize, key: &K, guard: &'g Guard) -> &'g Group<K> {
         let mut group = self.slot_group(slot, guard);
         // SAFETY: `next` links are unlinked before their groups are
@@ -265,7 +265,7 @@ impl<K: Key> Root<K> {
     }
 
     /// The group in `slot`, or in the nearest slot before it if merged away.
-    #[inline]
+    #[inline(always)]
     fn slot_group<'g>(&'g self, mut slot: usize, guard: &'g Guard) -> &'g Group<K> {
         loop {
             let shared = self.slots[slot].load(Ordering::Acquire, guard);
