@@ -377,7 +377,7 @@ impl<K: Key> Group<K> {
 
     /// The serving model's predicted array position of `key` and how far
     /// from it the answer can be.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn prediction(&self, key: &K) -> Prediction {
         let router = &self.router;
         if router.count == 0 {
@@ -421,7 +421,7 @@ impl<K: Key> Group<K> {
     ///
     /// Keys that own heap memory (strings) gallop only: counting would
     /// compare, and load, all of the window's keys.
-    #[inline]
+    #[inline(always)]
     fn lower_bound_from(&self, key: &K, predicted: Prediction) -> usize {
         if std::mem::needs_drop::<K>() {
             exponential_by(&self.keys, predicted.pos, |k| k < key)
@@ -447,7 +447,7 @@ impl<K: Key> Group<K> {
     }
 
     /// The array or tail record holding exactly `key`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(&self, key: &K) -> Option<Record<'_>> {
         let predicted = self.prediction(key);
         // The record's cell sits in a parallel array: start loading its
@@ -481,7 +481,7 @@ impl<K: Key> Group<K> {
     /// at the same time (the answer lies in the window unless the model
     /// missed by more than half of it), or for galloped keys the ones near
     /// the prediction.
-    #[inline]
+    #[inline(always)]
     fn prefetch_cells(&self, predicted: usize) {
         if std::mem::needs_drop::<K>() {
             prefetch_near(&self.cells, predicted);
@@ -498,7 +498,7 @@ impl<K: Key> Group<K> {
     }
 
     /// Second half of [`record`](Self::record), searching from `predicted`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_near(&self, key: &K, predicted: Prediction) -> Option<Record<'_>> {
         let i = self.lower_bound_from(key, predicted);
         if self.keys.get(i) == Some(key) {
