@@ -16,7 +16,7 @@
 ///
 /// Branch-light (the loop body compiles to a conditional move) and equal to
 /// `slice.partition_point(before)` on every input.
-#[inline]
+#[inline(always)]
 pub fn partition_by<T>(slice: &[T], before: impl Fn(&T) -> bool) -> usize {
     let mut size = slice.len();
     if size == 0 {
@@ -49,7 +49,7 @@ pub fn upper_bound<K: Ord>(slice: &[K], key: &K) -> usize {
 /// `[pos - err, pos + err]` when the answer is known to lie there (the
 /// window is verified with at most two probes), else found by
 /// [`exponential_by`] from `pos`. Always equal to `slice.partition_point(before)`.
-#[inline]
+#[inline(always)]
 pub fn within_by<T>(slice: &[T], pos: usize, err: usize, before: impl Fn(&T) -> bool) -> usize {
     let n = slice.len();
     let pos = pos.min(n);
@@ -71,7 +71,7 @@ pub fn lower_bound_within<K: Ord>(slice: &[K], key: &K, pos: usize, err: usize) 
 }
 
 /// `upper_bound` guided by a model's predicted position `pos` and its error bound `err`.
-#[inline]
+#[inline(always)]
 pub fn upper_bound_within<K: Ord>(slice: &[K], key: &K, pos: usize, err: usize) -> usize {
     within_by(slice, pos, err, |x| x <= key)
 }
