@@ -190,8 +190,8 @@ impl<K: Key> Inner<K> {
     /// so an empty answer means the creating put has not committed (I3).
     ///
     /// The whole array path is forced inline: in a large binary (the `lidx`
-    /// bench) the compiler otherwise left it as six calls, which cost a
-    /// fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
+    /// bench) the compiler otherwise left it as separate calls, which cost
+    /// a fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
     #[inline(always)]
     pub(crate) fn get(&self, key: &K) -> Option<u64> {
         let guard = epoch::pin();
