@@ -476,8 +476,8 @@ impl<K: Key> Group<K> {
         predicted
     }
 
-    /// Hints the CPU to load the cells a search from `predicted` most
-    /// likely ends on: those of the whole counted window, whose keys load
+    /// Hints the CPU to load the first key line of the window counted from
+    /// `predicted`, then the cells the search most likely ends on: those of the whole counted window, whose keys load
     /// at the same time (the answer lies in the window unless the model
     /// missed by more than half of it), or for galloped keys the ones near
     /// the prediction.
@@ -490,6 +490,13 @@ impl<K: Key> Group<K> {
             // fixed count of lines (one may lie past the window, or past
             // the array: a hint never faults) spares computing the last.
             let (lo, _) = window_around(predicted, self.keys.len(), SEARCH_WINDOW);
+            // The window's first key line goes first: the count waits on
+            // it, and the cells' requests (another array, so another
+            // page to translate) must not delay it. Alternated A/Bs, 1.5M
+            // gets, ratio to `btreemap`, medians of 5: books `lookup`
+            // 1.71x -> 1.93x, 1.73x -> 1.94x, 1.78x -> 1.94x, `mixed:0.9`
+            // 1.69x -> 1.87x; geolite2, osm and lognormal 10M unchanged.
+            prefetch_lines(self.keys.as_ptr().wrapping_add(lo), 1);
             prefetch_lines(
                 self.cells.as_ptr().wrapping_add(lo / SLOTS),
                 CELL_WINDOW_LINES,
