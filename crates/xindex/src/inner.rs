@@ -23,9 +23,10 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
-use crate::record::{BlockSnapshot, Outcome, Record, SLOTS, Write, blocks_of, record_at};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::value::Value;
+use lidx_core::search::partition_by;
 
 /// Cache lines of keys (and, separately, of cells) a scan prefetches when
 /// it starts copying a group's array: enough for a 100-record scan of
@@ -294,6 +295,7 @@ impl<K: Key> Inner<K> {
         let root = self.root(&guard);
         let mut lower = lower;
         let mut taken = 0usize;
+        let out_start = out.len();
         loop {
             let (group, group_end) = match &lower {
                 Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
@@ -329,30 +331,27 @@ impl<K: Key> Inner<K> {
                 // Array records before every buffered key need no merge:
                 // copy that run straight from the slices (after a
                 // compaction, with nothing buffered, this is the whole scan).
-                // One seqlock round per block of records, not per record.
-                let (mut block, mut slot) = (at / SLOTS, at % SLOTS);
-                let mut copy: Option<BlockSnapshot> = None;
-                while at < keys.len() {
-                    let key = &keys[at];
-                    if !in_range(key) || first_buffered.is_some_and(|b| key >= b) {
+                // The run's end is found first, by a binary search of the
+                // keys the limit can still take (their lines are already
+                // requested), so that the copy loop tests no key: a scan's
+                // cost is that loop. One seqlock round per block of records.
+                while at < keys.len() && taken < limit {
+                    let span_end = keys.len().min(at.saturating_add(limit - taken));
+                    let run_end = at
+                        + partition_by(&keys[at..span_end], |k| {
+                            in_range(k) && first_buffered.is_none_or(|b| k < b)
+                        });
+                    copy_array_run(keys, cells, at, run_end, out);
+                    at = run_end;
+                    taken = out.len() - out_start;
+                    if taken == limit {
+                        let (key, _) = out.last().expect("the run took the limit's last record");
+                        return Some(Bound::Excluded(key.clone()));
+                    }
+                    if run_end < span_end {
+                        // Stopped by a buffered key or the range's end.
                         break;
                     }
-                    if slot == SLOTS {
-                        (block, slot, copy) = (block + 1, 0, None);
-                    }
-                    let value = copy
-                        .get_or_insert_with(|| cells[block].snapshot())
-                        .value(slot)
-                        .unwrap_or_else(|| record_at(cells, at).read());
-                    if let Some(word) = value {
-                        out.push((key.clone(), V::from_word(word)));
-                        taken += 1;
-                        if taken == limit {
-                            return Some(Bound::Excluded(key.clone()));
-                        }
-                    }
-                    at += 1;
-                    slot += 1;
                 }
                 // One merge step: the smallest of the array (or tail) head
                 // and the two buffered heads.
@@ -399,6 +398,36 @@ impl<K: Key> Inner<K> {
                 _ => return None,
             }
         }
+    }
+}
+
+/// Appends the live records `at..end` of a sorted array (`keys` and their
+/// `cells`) to `out`, in order, with one seqlock round per block. Out of
+/// line: a scan's time is this loop, and in its own function it keeps its
+/// counters in registers.
+#[inline(never)]
+fn copy_array_run<K: Key, V: Value>(
+    keys: &[K],
+    cells: &[CellBlock],
+    mut at: usize,
+    end: usize,
+    out: &mut Vec<(K, V)>,
+) {
+    out.reserve(end.saturating_sub(at));
+    while at < end {
+        let block = at / SLOTS;
+        let base = block * SLOTS;
+        let block_end = end.min(base + SLOTS);
+        let copy = cells[block].snapshot();
+        for (slot, key) in (at - base..).zip(&keys[at..block_end]) {
+            let value = copy
+                .value(slot)
+                .unwrap_or_else(|| cells[block].record(slot).read());
+            if let Some(word) = value {
+                out.push((key.clone(), V::from_word(word)));
+            }
+        }
+        at = block_end;
     }
 }
 

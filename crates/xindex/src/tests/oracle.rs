@@ -63,10 +63,11 @@ fn run(
                 prop_assert_eq!(got, want, "{:?}", op);
             }
             Op::Scan(k, n) => {
-                let mut got = Vec::new();
+                let mut got = vec![(u64::MAX, 7)]; // appended to, not cleared
                 index.scan(&k, n, &mut got);
-                let want: Vec<(u64, u64)> =
-                    oracle.range(k..).take(n).map(|(a, b)| (*a, *b)).collect();
+                let want: Vec<(u64, u64)> = std::iter::once((u64::MAX, 7))
+                    .chain(oracle.range(k..).take(n).map(|(a, b)| (*a, *b)))
+                    .collect();
                 prop_assert_eq!(got, want, "{:?}", op);
             }
             Op::Range(a, b) => {
