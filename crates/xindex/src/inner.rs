@@ -418,15 +418,7 @@ fn copy_array_run<K: Key, V: Value>(
         let block = at / SLOTS;
         let base = block * SLOTS;
         let block_end = end.min(base + SLOTS);
-        let copy = cells[block].snapshot();
-        for (slot, key) in (at - base..).zip(&keys[at..block_end]) {
-            let value = copy
-                .value(slot)
-                .unwrap_or_else(|| cells[block].record(slot).read());
-            if let Some(word) = value {
-                out.push((key.clone(), V::from_word(word)));
-            }
-        }
+        cells[block].append_live(at - base, &keys[at..block_end], out);
         at = block_end;
     }
 }

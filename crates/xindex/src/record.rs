@@ -30,6 +30,7 @@
 //! caller's decision (see [`Record::write`]).
 
 use crate::sync::{AtomicU64, Ordering, spin};
+use crate::value::Value;
 
 /// Records per [`CellBlock`]: one meta word and seven value words fill a
 /// 64-byte line.
@@ -204,57 +205,49 @@ impl CellBlock {
     }
 }
 
-/// A consistent copy of a block's meta word and values, for reading runs
-/// of records (scans) with one seqlock round per block instead of one per
-/// record.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BlockSnapshot {
-    /// Bit `s`: slot `s` held a value of its own (live, not a pointer).
-    live: u8,
-    /// Bit `s`: slot `s` was a pointer record.
-    pointers: u8,
-    words: [u64; SLOTS],
-}
-
-impl BlockSnapshot {
-    /// Record `slot`'s value at the snapshot's instant: `Some(None)` if it
-    /// was removed, `None` if it is a pointer record, whose value must be
-    /// read through [`Record::read`].
-    #[inline]
-    pub(crate) fn value(&self, slot: usize) -> Option<Option<u64>> {
-        if self.live >> slot & 1 != 0 {
-            Some(Some(self.words[slot]))
-        } else if self.pointers >> slot & 1 != 0 {
-            None
-        } else {
-            Some(None)
-        }
-    }
-}
-
 impl CellBlock {
-    /// A consistent copy of every slot (a seqlock read of the whole block).
+    /// Appends `(keys[j], value)` to `out` for each live record of slots
+    /// `first..first + keys.len()`, in one seqlock round for the block
+    /// (scans read runs of records this way, not one round per record).
+    /// The values are read between two loads of the meta word; if a writer
+    /// changed the block in between, the round's appends are taken back
+    /// and it runs again. Removed and unused slots append nothing; pointer
+    /// records are read through [`Record::read`].
     #[inline]
-    pub(crate) fn snapshot(&self) -> BlockSnapshot {
+    pub(crate) fn append_live<K: Clone, V: Value>(
+        &self,
+        first: usize,
+        keys: &[K],
+        out: &mut Vec<(K, V)>,
+    ) {
+        const SLOT_BITS: u64 = (1 << SLOTS) - 1;
+        let mark = out.len();
         loop {
             let before = self.meta.load(Ordering::Acquire);
             if before & LOCK != 0 {
                 spin();
                 continue;
             }
-            // Acquire loads keep the second meta load after all of them, as
-            // in `Record::read`.
-            let words = std::array::from_fn(|slot| self.words[slot].load(Ordering::Acquire));
-            if self.meta.load(Ordering::Acquire) == before {
-                const SLOT_BITS: u64 = (1 << SLOTS) - 1;
-                let pointers = before >> POINTER_SHIFT & SLOT_BITS;
-                let removed = before >> REMOVED_SHIFT & SLOT_BITS;
-                return BlockSnapshot {
-                    live: (SLOT_BITS & !pointers & !removed) as u8,
-                    pointers: pointers as u8,
-                    words,
+            let pointers = before >> POINTER_SHIFT & SLOT_BITS;
+            let live = SLOT_BITS & !pointers & !(before >> REMOVED_SHIFT & SLOT_BITS);
+            for (slot, key) in (first..SLOTS).zip(keys) {
+                // Acquire loads keep the second meta load after all of
+                // them, as in `Record::read`.
+                let value = if live >> slot & 1 != 0 {
+                    Some(self.words[slot].load(Ordering::Acquire))
+                } else if pointers >> slot & 1 != 0 {
+                    self.record(slot).read()
+                } else {
+                    None
                 };
+                if let Some(word) = value {
+                    out.push((key.clone(), V::from_word(word)));
+                }
             }
+            if self.meta.load(Ordering::Acquire) == before {
+                return;
+            }
+            out.truncate(mark);
         }
     }
 }
@@ -629,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn snapshots_tell_live_removed_and_pointer_slots_apart() {
+    fn block_runs_tell_live_removed_and_pointer_slots_apart() {
         let old = RecordCell::live(77);
         let blocks = CellBlock::live(&[0, 1, 2, 3, 4]);
         // SAFETY: `old` outlives `pointing` (dropped first).
@@ -638,17 +631,21 @@ mod tests {
             record_at(&blocks, 2).write(Write::Remove, false),
             Outcome::Applied(Some(2))
         );
-        let copy = blocks[0].snapshot();
-        assert_eq!(copy.value(0), Some(Some(0)));
-        assert_eq!(copy.value(1), Some(Some(1)));
-        assert_eq!(copy.value(2), Some(None), "removed");
-        assert_eq!(copy.value(4), Some(Some(4)));
-        assert_eq!(copy.value(5), Some(None), "unused slot");
-        let copy = pointing[0].snapshot();
-        assert_eq!(copy.value(0), None, "a pointer is read through the record");
-        assert_eq!(pointing[0].record(0).read(), Some(77));
+        let keys = [10u64, 11, 12, 13, 14, 15, 16];
+        let mut out: Vec<(u64, u64)> = vec![(9, 9)];
+        blocks[0].append_live(0, &keys, &mut out);
+        // Removed slot 2 and unused slots 5 and 6 append nothing.
+        assert_eq!(out, [(9, 9), (10, 0), (11, 1), (13, 3), (14, 4)]);
+        out.clear();
+        blocks[0].append_live(3, &keys[3..5], &mut out);
+        assert_eq!(out, [(13, 3), (14, 4)], "a run from the middle");
+        out.clear();
+        pointing[0].append_live(0, &keys[..1], &mut out);
+        assert_eq!(out, [(10, 77)], "a pointer is read through the record");
         pointing[0].record(0).resolve_pointer();
-        assert_eq!(pointing[0].snapshot().value(0), Some(Some(77)));
+        out.clear();
+        pointing[0].append_live(0, &keys[..1], &mut out);
+        assert_eq!(out, [(10, 77)]);
     }
 
     #[test]
