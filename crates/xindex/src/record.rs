@@ -900,6 +900,41 @@ mod loom_tests {
         });
     }
 
+    /// A scan's run of a block is one instant of it: with a writer
+    /// updating one slot and then the other, the reader's copy is one of
+    /// the three states in between, never the first slot's old value with
+    /// the second's new one.
+    #[test]
+    fn loom_block_run_is_one_instant() {
+        model(3, || {
+            let blocks = Arc::new(CellBlock::live(&[1, 10]));
+            let writer = {
+                let blocks = blocks.clone();
+                thread::spawn(move || {
+                    let (a, b) = (blocks[0].record(0), blocks[0].record(1));
+                    assert_eq!(a.write(Write::Put(2), false), Outcome::Applied(Some(1)));
+                    assert_eq!(b.write(Write::Put(20), false), Outcome::Applied(Some(10)));
+                })
+            };
+            let reader = {
+                let blocks = blocks.clone();
+                thread::spawn(move || {
+                    let mut out: Vec<(u64, u64)> = Vec::new();
+                    blocks[0].append_live(0, &[100, 101], &mut out);
+                    out
+                })
+            };
+            let seen = reader.join().unwrap();
+            let states: [&[(u64, u64)]; 3] = [
+                &[(100, 1), (101, 10)],
+                &[(100, 2), (101, 10)],
+                &[(100, 2), (101, 20)],
+            ];
+            assert!(states.contains(&seen.as_slice()), "torn run {seen:?}");
+            writer.join().unwrap();
+        });
+    }
+
     /// The copy phase on a block: one slot is resolved while a writer goes
     /// through its neighbour's pointer; both records end right and stay
     /// apart.
