@@ -73,7 +73,14 @@ fn lookup_stages() {
         .collect();
     let map = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
-    println!("{name}: {} keys", keys.len());
+    let stats = index.stats();
+    println!(
+        "{name}: {} keys, {} groups, root: {} second-stage models, worst error {}",
+        keys.len(),
+        stats.groups.len(),
+        stats.root_models,
+        stats.root_max_error
+    );
     for round in 0..3 {
         let guard = epoch::pin();
         let root = index.inner().root(&guard);
