@@ -15,6 +15,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard};
 use crossbeam_utils::{Backoff, CachePadded};
 use lidx_core::Key;
 use lidx_core::prefetch::prefetch_slice;
+use lidx_core::search::partition_by;
 use parking_lot::Mutex;
 
 use crate::budget::DeltaBudget;
@@ -26,7 +27,6 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::value::Value;
-use lidx_core::search::partition_by;
 
 /// Cache lines of keys (and, separately, of cells) a scan prefetches when
 /// it starts copying a group's array: enough for a 100-record scan of
