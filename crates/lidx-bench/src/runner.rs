@@ -8,7 +8,7 @@
 //! is the median over the repeats. Every answer is checked against the
 //! expectation computed at generation time. Throughput is measured on the
 //! first half of each thread's stream, untimed per operation, and latency
-//! on the second half, sampled (see [`throughput_half`] for why).
+//! on the second half, sampled (see `throughput_half` for why).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -343,7 +343,7 @@ fn run_one(
 /// Result of running the streams once.
 pub struct Execution {
     /// Wall time from the common start until the last thread finished the
-    /// throughput half of its stream ([`throughput_half`]).
+    /// throughput half of its stream (`throughput_half`).
     pub elapsed: Duration,
     /// Operations in the throughput halves.
     pub ops: u64,

@@ -425,8 +425,8 @@ impl<'a> Record<'a> {
 ///
 /// # Safety
 ///
-/// `word` must come from [`CellBlock::pointing_to`] (or
-/// [`RecordCell::pointing_to`]) and its target must still be allocated for
+/// `word` must come from [`CellBlock::pointing_to`] (or, in tests,
+/// `RecordCell::pointing_to`) and its target must still be allocated for
 /// the returned lifetime.
 unsafe fn target_of<'a>(word: u64) -> Record<'a> {
     if word & BLOCK_TARGET != 0 {
