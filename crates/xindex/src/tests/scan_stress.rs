@@ -1,0 +1,99 @@
+//! Scans while writers update values in place, remove and re-insert keys,
+//! and maintenance compacts, splits and merges: every scan must come back
+//! sorted, without duplicates, with each value one that was written for
+//! its key, and with every key that no writer ever removes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::{Config, XIndex};
+
+/// Keys `0..KEYS` step 2; those divisible by 4 are never removed.
+const KEYS: u64 = 4_000;
+const RUN: Duration = Duration::from_millis(600);
+
+/// A value names its key, so a value copied beside the wrong key (a torn
+/// block read) is caught.
+fn value_for(key: u64, version: u64) -> u64 {
+    (version << 32) | key
+}
+
+#[test]
+fn scans_stay_consistent_under_writers_and_maintenance() {
+    let config = Config {
+        error_bound: 4,
+        delta_threshold: 8,
+        initial_group_size: 64,
+        maintenance_interval: Some(Duration::from_millis(1)),
+        small_delta_delay: Duration::ZERO,
+        // Not starved by the three busy threads of this test.
+        maintenance_nice: 0,
+        ..Config::default()
+    };
+    let index =
+        XIndex::bulk_load((0..KEYS).step_by(2).map(|k| (k, value_for(k, 0))), config).unwrap();
+    let stop = AtomicBool::new(false);
+    let scans = std::thread::scope(|s| {
+        for thread in 0..2u64 {
+            let (index, stop) = (&index, &stop);
+            s.spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(thread);
+                let mut version = 1;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = rng.random_range(0..KEYS / 2) * 2;
+                    version += 1;
+                    if key % 4 == 2 && rng.random_bool(0.3) {
+                        index.remove(&key);
+                    } else {
+                        index.insert(key, value_for(key, version));
+                    }
+                }
+            });
+        }
+        let reader = s.spawn(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(99);
+            let (mut scans, mut out) = (0u64, Vec::new());
+            let start = Instant::now();
+            while start.elapsed() < RUN {
+                let from = rng.random_range(0..KEYS);
+                let n = rng.random_range(1..200);
+                out.clear();
+                index.scan(&from, n, &mut out);
+                assert!(out.len() <= n);
+                assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "unsorted: {out:?}");
+                for &(k, v) in &out {
+                    assert!(k >= from && k % 2 == 0, "key {k} from {from}");
+                    assert_eq!(v & 0xffff_ffff, k, "value {v:#x} beside key {k}");
+                }
+                // Keys divisible by 4 are always present: none may be skipped.
+                if out.len() == n {
+                    let last = out[n - 1].0;
+                    let stable = (from.div_ceil(4) * 4..=last).step_by(4);
+                    assert!(
+                        stable
+                            .clone()
+                            .all(|k| out.binary_search_by_key(&k, |p| p.0).is_ok())
+                    );
+                }
+                scans += 1;
+            }
+            scans
+        });
+        let scans = reader.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        scans
+    });
+    assert!(scans > 0);
+    let stats = index.stats();
+    assert!(
+        stats.compactions + stats.group_splits + stats.group_merges > 0,
+        "maintenance changed nothing under the scans: {stats:?}"
+    );
+    eprintln!(
+        "{scans} scans; {} compactions, {} group splits, {} merges, {} passes",
+        stats.compactions, stats.group_splits, stats.group_merges, stats.maintenance_passes
+    );
+}
