@@ -477,10 +477,10 @@ impl<K: Key> Group<K> {
     }
 
     /// Hints the CPU to load the first key line of the window counted from
-    /// `predicted`, then the cells the search most likely ends on: those of the whole counted window, whose keys load
-    /// at the same time (the answer lies in the window unless the model
-    /// missed by more than half of it), or for galloped keys the ones near
-    /// the prediction.
+    /// `predicted`, then the cells the search most likely ends on: those of
+    /// the whole counted window, whose keys load at the same time (the
+    /// answer lies in the window unless the model missed by more than half
+    /// of it), or for galloped keys the ones near the prediction.
     #[inline(always)]
     fn prefetch_cells(&self, predicted: usize) {
         if std::mem::needs_drop::<K>() {
