@@ -71,12 +71,8 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                 // Keys divisible by 4 are always present: none may be skipped.
                 if out.len() == n {
                     let last = out[n - 1].0;
-                    let stable = (from.div_ceil(4) * 4..=last).step_by(4);
-                    assert!(
-                        stable
-                            .clone()
-                            .all(|k| out.binary_search_by_key(&k, |p| p.0).is_ok())
-                    );
+                    let mut stable = (from.div_ceil(4) * 4..=last).step_by(4);
+                    assert!(stable.all(|k| out.binary_search_by_key(&k, |p| p.0).is_ok()));
                 }
                 scans += 1;
             }
