@@ -128,9 +128,11 @@ impl<K: Key> Rmi<K> {
 /// few pivots, the small window's binary search stays as fast.
 const GALLOP_ABOVE_ERROR: usize = 4;
 
-/// Cache lines of a group node a lookup reads: its first model lines
-/// end past the second line (offset 160 with four inline models and their reaches).
-const GROUP_LINES: usize = 3;
+/// Cache lines of a group node a lookup reads: the node's array pointers
+/// and its router (16 first keys and 16 lines, `u64` keys) end at offset
+/// 432. The whole router is requested: which of its lines the lookup reads
+/// depends on the key.
+const GROUP_LINES: usize = 7;
 
 /// The root node.
 pub(crate) struct Root<K> {
