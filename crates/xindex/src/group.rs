@@ -729,11 +729,11 @@ pub(crate) struct Prediction {
     pub(crate) reach: usize,
 }
 
-/// How far from `model`'s prediction a lower bound can lie: its exact
-/// error bound over its own keys, plus one position for a key between two
-/// records (the bound of its upper neighbour applies) and one for rounding
-/// in the re-expressed lines of the [`Router`]. Only a hint for the
-/// search, which gallops past it anyway.
+/// How far from `model`'s prediction a lower bound can lie, when the
+/// boxed models serve (a [`Router`] measures its own reaches): the exact
+/// error bound over the model's keys plus two positions, the margin the
+/// router's reaches also take, for a key between two records. Only a hint
+/// for the search, which gallops past it anyway.
 fn reach<K>(model: &SubModel<K>) -> usize {
     model.max_error.saturating_add(2)
 }
