@@ -221,8 +221,9 @@ impl<K: Key, V: Value> XIndex<K, V> {
         Stats {
             len: self.len(),
             groups,
-            root_models: root.leaf_count(),
+            root_models: root.model_count(),
             root_max_error: root.max_error(),
+            root_piecewise: root.routes_piecewise(),
             compactions: c.compactions.load(Ordering::Relaxed),
             model_splits: c.model_splits.load(Ordering::Relaxed),
             model_merges: c.model_merges.load(Ordering::Relaxed),

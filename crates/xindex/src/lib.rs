@@ -39,6 +39,7 @@ mod hooks;
 mod index;
 mod inner;
 mod maintenance;
+mod pivot_pla;
 mod record;
 mod root;
 mod stats;

@@ -22,10 +22,16 @@ pub struct Stats {
     pub len: usize,
     /// Groups, in key order.
     pub groups: Vec<GroupStats>,
-    /// Second-stage models in the root RMI.
+    /// Models of the root's slot-predicting stage: the RMI's second-stage
+    /// models, or the lowest-level segments of the piecewise-linear root
+    /// when that routes (see [`root_piecewise`](Self::root_piecewise)).
     pub root_models: usize,
-    /// Worst error of a root second-stage model.
+    /// Worst error, in slots, of one of those models.
     pub root_max_error: usize,
+    /// Whether the piecewise-linear root routes lookups instead of the RMI:
+    /// chosen at each root build when more than a quarter of the pivots
+    /// are predicted more than 32 slots off by the RMI (skewed keys).
+    pub root_piecewise: bool,
     /// Two-Phase Compactions run (excluding those inside splits and merges).
     pub compactions: u64,
     /// Model splits.

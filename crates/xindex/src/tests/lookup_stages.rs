@@ -75,10 +75,15 @@ fn lookup_stages() {
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
     let stats = index.stats();
     println!(
-        "{name}: {} keys, {} groups, root: {} second-stage models, worst error {}",
+        "{name}: {} keys, {} groups, root: {} models ({}), worst error {}",
         keys.len(),
         stats.groups.len(),
         stats.root_models,
+        if stats.root_piecewise {
+            "piecewise-linear"
+        } else {
+            "RMI"
+        },
         stats.root_max_error
     );
     for round in 0..3 {
@@ -205,14 +210,17 @@ fn prediction_errors() {
     // Upper ends of the buckets of |error| (the last one is open).
     const UPPER: [usize; 10] = [0, 1, 2, 4, 6, 8, 12, 16, 32, usize::MAX];
     let mut hist = [0usize; UPPER.len()];
+    let mut root_hist = [0usize; UPPER.len()];
     for k in keys.iter().step_by(3) {
+        let (predicted, slot) = root.slot_error(k, &guard);
+        root_hist[UPPER.partition_point(|&u| u < slot.abs_diff(predicted))] += 1;
         let g = root.route(k, &guard);
         let (predicted, found) = (g.predict(k), g.lower_bound(k));
         assert_eq!(g.arrays().0.get(found), Some(k), "search missed {k}");
         hist[UPPER.partition_point(|&u| u < found.abs_diff(predicted))] += 1;
     }
     let total: usize = hist.iter().sum();
-    let mut acc = 0;
+    let (mut acc, mut root_acc) = (0, 0);
     println!("{name}");
     for (b, label) in [
         "0", "1", "2", "3-4", "5-6", "7-8", "9-12", "13-16", "17-32", ">32",
@@ -221,10 +229,13 @@ fn prediction_errors() {
     .enumerate()
     {
         acc += hist[b];
+        root_acc += root_hist[b];
         println!(
-            "|err| {label}: {:.1}% (cum {:.1}%)",
+            "|err| {label}: {:.1}% (cum {:.1}%) | root slot: {:.1}% (cum {:.1}%)",
             100.0 * hist[b] as f64 / total as f64,
-            100.0 * acc as f64 / total as f64
+            100.0 * acc as f64 / total as f64,
+            100.0 * root_hist[b] as f64 / total as f64,
+            100.0 * root_acc as f64 / total as f64
         );
     }
 }

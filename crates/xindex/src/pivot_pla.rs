@@ -1,0 +1,254 @@
+//! The root's piecewise-linear pivot model: the alternative the issue
+//! allows to the two-stage RMI ("a two-stage RMI of linear models or
+//! piecewise-linear models, with a bounded search"), used when the RMI's
+//! predictions land far from their pivots.
+//!
+//! A stage-1 linear model splits the pivots among the second-stage
+//! models by key, so on skewed keys most pivots crowd into a few leaves
+//! whatever their number: on lognormal at 10M keys (2,531 pivots, 316
+//! leaves) 69% of lookups land more than 32 pivots from their slot, and
+//! the galloping search that follows is a chain of mispredicted branches.
+//! Here every level is instead the optimal PLA of the level below with a
+//! small error bound ([`EPS`]), as in the PGM-index: level 0 over the pivots, level `i` over the first
+//! keys of level `i - 1`'s segments, up to a top level of at most
+//! [`TOP_SEGMENTS`]. A lookup binary-searches the top level without
+//! branches, then at every level predicts a position in the level below
+//! and counts, branch-free, the entries `<=` the key in the
+//! [`WINDOW`] around it; each segment's `reach` is measured on every
+//! entry it serves, so the count is exact unless a key lies beyond it,
+//! when the search widens ([`counted_within`]).
+
+use lidx_core::Key;
+use lidx_core::model::{optimal_pla, round_clamp};
+use lidx_core::search::{counted_within, exponential_by};
+
+/// Error bound of every level's fit. At 6 the measured errors stay
+/// within 7, so the answer lies in the [`WINDOW`] counted around the
+/// prediction.
+const EPS: usize = 6;
+
+/// Entries counted around a prediction: two cache lines of `u64` keys.
+const WINDOW: usize = 16;
+
+/// Most segments of the top level, which is binary-searched.
+const TOP_SEGMENTS: usize = 16;
+
+/// One segment's line: the predicted position of `key` in the level
+/// below is `intercept + slope * key.offset_from(origin)`, and the answer
+/// lies at most `reach` positions from it.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    slope: f64,
+    intercept: f64,
+    reach: usize,
+}
+
+/// One level: its segments' first keys (segment 0 also serves every key
+/// below its own) and their lines, in separate arrays so that a count
+/// over the first keys reads only keys.
+struct Level<K> {
+    origins: Box<[K]>,
+    lines: Box<[Line]>,
+}
+
+/// A multi-level piecewise-linear model over sorted, distinct pivots
+/// predicting how many pivots are `<=` a key.
+pub(crate) struct PivotPla<K> {
+    /// `levels[0]` predicts positions among the pivots, `levels[i]` among
+    /// `levels[i - 1].origins`; the last holds at most [`TOP_SEGMENTS`].
+    levels: Box<[Level<K>]>,
+}
+
+impl<K: Key> PivotPla<K> {
+    /// Fits the levels over `pivots` (sorted, distinct, at least one).
+    /// `None` if a fit fails, which sorted pivots never make it do.
+    pub(crate) fn fit(pivots: &[K]) -> Option<Self> {
+        let mut levels: Vec<Level<K>> = Vec::new();
+        loop {
+            let below: &[K] = levels.last().map_or(pivots, |l| &l.origins);
+            let level = Level::fit(below)?;
+            let done = level.origins.len() <= TOP_SEGMENTS;
+            levels.push(level);
+            if done {
+                return Some(PivotPla {
+                    levels: levels.into_boxed_slice(),
+                });
+            }
+        }
+    }
+
+    /// Segments of level 0 (the second-stage models' counterpart).
+    pub(crate) fn segment_count(&self) -> usize {
+        self.levels[0].origins.len()
+    }
+
+    /// Worst reach of level 0, which predicts the pivot positions.
+    pub(crate) fn max_error(&self) -> usize {
+        self.levels[0]
+            .lines
+            .iter()
+            .map(|l| l.reach)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Number of `pivots` (the ones this model was fitted to) `<= key`.
+    #[inline(always)]
+    pub(crate) fn count_le(&self, pivots: &[K], key: &K) -> usize {
+        let top = self.levels.len() - 1;
+        let mut segment = top_segment(&self.levels[top].origins, key);
+        let mut i = top;
+        loop {
+            let level = &self.levels[i];
+            let line = level.lines[segment];
+            let below: &[K] = if i == 0 {
+                pivots
+            } else {
+                &self.levels[i - 1].origins
+            };
+            let x = key.offset_from(&level.origins[segment]);
+            let pos = round_clamp(line.intercept + line.slope * x, below.len());
+            let count = if std::mem::needs_drop::<K>() {
+                // Keys that own memory compare slowly: gallop, comparing
+                // only as many as needed.
+                exponential_by(below, pos, |p| p <= key)
+            } else {
+                counted_within(below, pos, WINDOW, line.reach, |p| p <= key, |_, _| {})
+            };
+            if i == 0 {
+                return count;
+            }
+            segment = count.saturating_sub(1);
+            i -= 1;
+        }
+    }
+}
+
+impl<K: Key> Level<K> {
+    /// The optimal PLA of `below` at [`EPS`], each segment's reach
+    /// measured on the entries it serves with the lookup's arithmetic.
+    fn fit(below: &[K]) -> Option<Self> {
+        let segments = optimal_pla::build(below, EPS).ok()?.model.into_segments();
+        if segments.is_empty() {
+            return None;
+        }
+        let origins: Box<[K]> = segments.iter().map(|s| s.origin.clone()).collect();
+        let mut lines: Box<[Line]> = segments
+            .iter()
+            .map(|s| Line {
+                slope: if s.slope.is_finite() { s.slope } else { 0.0 },
+                intercept: if s.intercept.is_finite() {
+                    s.intercept
+                } else {
+                    0.0
+                },
+                reach: 0,
+            })
+            .collect();
+        // Walk entries and segments together: entry `i` is served by the
+        // last segment whose first key is `<=` it.
+        let mut segment = 0;
+        for (i, entry) in below.iter().enumerate() {
+            while segment + 1 < origins.len() && origins[segment + 1] <= *entry {
+                segment += 1;
+            }
+            let line = &mut lines[segment];
+            let x = entry.offset_from(&origins[segment]);
+            let pos = round_clamp(line.intercept + line.slope * x, below.len());
+            // A key between two entries may be predicted anywhere between
+            // their predictions: one more position, and one for rounding.
+            line.reach = line.reach.max(pos.abs_diff(i) + 2);
+        }
+        Some(Level { origins, lines })
+    }
+}
+
+/// Index of the last of `origins` (at most [`TOP_SEGMENTS`], at least one)
+/// that is `<= key`, or 0: a binary search whose steps are conditional
+/// moves, not branches on the loaded keys.
+#[inline(always)]
+fn top_segment<K: Key>(origins: &[K], key: &K) -> usize {
+    let mut base = 0;
+    let mut len = origins.len();
+    while len > 1 {
+        let half = len / 2;
+        base = if origins[base + half] <= *key {
+            base + half
+        } else {
+            base
+        };
+        len -= half;
+    }
+    base
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(pivots: &[u64], probes: impl IntoIterator<Item = u64>) {
+        let pla = PivotPla::fit(pivots).expect("fits");
+        for probe in probes {
+            assert_eq!(
+                pla.count_le(pivots, &probe),
+                pivots.partition_point(|p| *p <= probe),
+                "probe {probe}"
+            );
+        }
+    }
+
+    #[test]
+    fn counts_pivots_of_clustered_keys_through_several_levels() {
+        // Clusters of very different densities: many level-0 segments.
+        let mut pivots = Vec::new();
+        let mut key = 1000u64;
+        for cluster in 0..400u64 {
+            for _ in 0..(cluster % 13 + 1) * 7 {
+                key += 1 + cluster % 5;
+                pivots.push(key);
+            }
+            key += 1 << (cluster % 40);
+        }
+        let pla = PivotPla::fit(&pivots).expect("fits");
+        assert!(pla.levels.len() >= 2, "{} levels", pla.levels.len());
+        assert!(pla.max_error() <= EPS + 3, "{}", pla.max_error());
+        let around = pivots
+            .iter()
+            .flat_map(|&p| [p - 1, p, p + 1])
+            .chain([0, u64::MAX]);
+        check(&pivots, around);
+    }
+
+    #[test]
+    fn counts_one_and_two_pivots() {
+        check(&[5], [0, 4, 5, 6, u64::MAX]);
+        check(&[0, u64::MAX], [0, 1, u64::MAX - 1, u64::MAX]);
+    }
+
+    proptest! {
+        #[test]
+        fn counts_like_partition_point(
+            mut pivots in proptest::collection::vec(any::<u64>(), 1..2000),
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            pivots.sort_unstable();
+            pivots.dedup();
+            let near: Vec<u64> = pivots.iter().step_by(7).map(|p| p.wrapping_add(1)).collect();
+            check(&pivots, probes.into_iter().chain(near).chain(pivots.clone()));
+        }
+
+        #[test]
+        fn counts_string_pivots_like_partition_point(
+            mut pivots in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 1..300),
+            probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..100),
+        ) {
+            pivots.sort_unstable();
+            pivots.dedup();
+            let pla = PivotPla::fit(&pivots).expect("fits");
+            for probe in probes.iter().chain(&pivots) {
+                prop_assert_eq!(pla.count_le(&pivots, probe), pivots.partition_point(|p| p <= probe));
+            }
+        }
+    }
+}
