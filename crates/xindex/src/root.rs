@@ -305,7 +305,7 @@ impl<K: Key> Root<K> {
 
     /// The RMI's predicted slot for `key` and the slot that holds it
     /// (measuring tools: how far the root's predictions land).
-    #[cfg(test)]
+    #[cfg(all(test, not(xindex_loom)))]
     pub(crate) fn slot_error(&self, key: &K, guard: &Guard) -> (usize, usize) {
         let predicted = self
             .rmi
