@@ -155,10 +155,10 @@ pub(crate) enum RootModel {
     /// The paper's RMI, unless [`pla_serves_better`] says otherwise.
     Auto,
     /// The RMI (tests: its search paths).
-    #[cfg(test)]
+    #[cfg(all(test, not(xindex_loom)))]
     Rmi,
     /// The piecewise-linear model (tests: its search path).
-    #[cfg(test)]
+    #[cfg(all(test, not(xindex_loom)))]
     Pla,
 }
 
@@ -247,9 +247,9 @@ impl<K: Key> Root<K> {
         });
         let pla = match (model, &rmi) {
             (_, None) => None,
-            #[cfg(test)]
+            #[cfg(all(test, not(xindex_loom)))]
             (RootModel::Rmi, _) => None,
-            #[cfg(test)]
+            #[cfg(all(test, not(xindex_loom)))]
             (RootModel::Pla, _) => PivotPla::fit(&pivots),
             (RootModel::Auto, Some(rmi)) => {
                 let n = pivots.len();
