@@ -20,7 +20,7 @@
 
 use lidx_core::Key;
 use lidx_core::model::{optimal_pla, round_clamp};
-use lidx_core::search::{counted_within, exponential_by};
+use lidx_core::search::{counted_within, exponential_by, partition_by};
 
 /// Error bound of every level's fit. At 6 the measured errors stay
 /// within 7, so the answer lies in the [`WINDOW`] counted around the
@@ -168,18 +168,7 @@ impl<K: Key> Level<K> {
 /// moves, not branches on the loaded keys.
 #[inline(always)]
 fn top_segment<K: Key>(origins: &[K], key: &K) -> usize {
-    let mut base = 0;
-    let mut len = origins.len();
-    while len > 1 {
-        let half = len / 2;
-        base = if origins[base + half] <= *key {
-            base + half
-        } else {
-            base
-        };
-        len -= half;
-    }
-    base
+    partition_by(origins, |o| o <= key).saturating_sub(1)
 }
 
 #[cfg(all(test, not(xindex_loom)))]
