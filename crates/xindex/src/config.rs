@@ -19,7 +19,7 @@ pub struct Config {
     /// neighbouring groups merge when both errors are at most `e * f` and
     /// both deltas at most `s * f`. Default 0.25.
     pub tolerance: f64,
-    /// `m`: most linear models per group. Default 4.
+    /// `m`: most linear models per group, at most [`MAX_MODELS`]. Default 4.
     pub max_models: usize,
     /// Most records per group at bulk load; a chunk is halved until its
     /// `max_models` models meet `error_bound`, so a fresh index needs no
@@ -32,6 +32,7 @@ pub struct Config {
     /// inserting them into the delta index. 0 (the default) disables it.
     /// Every group pre-allocates its slots: about `16 + size_of::<OnceLock<K>>()`
     /// bytes each (32 for `u64` keys), so keep it small with many groups.
+    /// At most [`MAX_SEQUENTIAL_CAPACITY`].
     pub sequential_capacity: usize,
     /// Pause between background maintenance passes; `None` starts no
     /// background thread (maintenance then runs only through
@@ -54,7 +55,7 @@ pub struct Config {
     /// Default 1 s.
     pub small_delta_delay: Duration,
     /// Most bytes the delta indexes may hold before compaction has merged
-    /// them (an estimate per entry: key, record cell, skip-list node). A
+    /// them (an estimate per entry: key, record cell, B+-tree leaf entry). A
     /// writer whose insert goes over it runs maintenance itself before
     /// returning, so a burst of inserts slows down to what compaction
     /// absorbs instead of growing memory. Not in the paper. Default 64 MiB.
@@ -70,6 +71,15 @@ pub struct Config {
     /// threads had cores of their own. Default 10.
     pub maintenance_nice: u8,
 }
+
+/// Largest accepted [`Config::max_models`]. A group refits its models one
+/// count at a time and a lookup walks them in order, so thousands would
+/// make bulk loads quadratic and lookups linear; the paper uses 4.
+pub const MAX_MODELS: usize = 256;
+
+/// Largest accepted [`Config::sequential_capacity`]: 2 MiB of append slots
+/// per group for `u64` keys, allocated with every group's array.
+pub const MAX_SEQUENTIAL_CAPACITY: usize = 1 << 16;
 
 impl Default for Config {
     fn default() -> Self {
@@ -101,8 +111,17 @@ impl Config {
                 self.tolerance
             )));
         }
-        if self.max_models == 0 {
-            return Err(Error::invalid("max_models must be at least 1"));
+        if !(1..=MAX_MODELS).contains(&self.max_models) {
+            return Err(Error::invalid(format!(
+                "max_models must lie in 1..={MAX_MODELS}, got {}",
+                self.max_models
+            )));
+        }
+        if self.sequential_capacity > MAX_SEQUENTIAL_CAPACITY {
+            return Err(Error::invalid(format!(
+                "sequential_capacity must be at most {MAX_SEQUENTIAL_CAPACITY} (slots per group), got {}",
+                self.sequential_capacity
+            )));
         }
         if self.initial_group_size == 0 {
             return Err(Error::invalid("initial_group_size must be at least 1"));

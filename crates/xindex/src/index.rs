@@ -50,8 +50,17 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// An index over `pairs`, which must be sorted by strictly ascending
     /// key ([`Error::Unsorted`] names the first key smaller than its
     /// predecessor; a repeated key is [`Error::InvalidArgument`]).
+    ///
+    /// A group emptied by removes is refitted over no keys, from the key
+    /// decoded from all-zero bytes, so a [`Key`] type that cannot decode
+    /// that is refused here rather than failing in maintenance.
     pub fn bulk_load(pairs: impl IntoIterator<Item = (K, V)>, config: Config) -> Result<Self> {
         config.validate()?;
+        lidx_core::model::linear::empty_origin::<K>().map_err(|e| {
+            Error::invalid(format!(
+                "key type cannot decode its all-zero encoding, which models over no keys start from: {e}"
+            ))
+        })?;
         let pairs: Vec<(K, V)> = pairs.into_iter().collect();
         if let Some(i) = pairs.windows(2).position(|w| w[1].0 <= w[0].0) {
             return Err(if pairs[i + 1].0 < pairs[i].0 {
@@ -102,10 +111,11 @@ impl<K: Key, V: Value> XIndex<K, V> {
         })
     }
 
-    /// The value stored under `key`. Allocation-free; takes no lock when
-    /// the key is in its group's array (the common case after a
-    /// compaction), otherwise a read lock on the group's delta index for
-    /// one tree search. Never waits for maintenance.
+    /// The value stored under `key`. Allocation-free, and takes no lock: a
+    /// key in its group's array (the common case after a compaction) costs one
+    /// seqlock read; otherwise one optimistic search of the group's delta
+    /// B+-tree, which writes nothing and retries only if a node changed
+    /// under it. Never waits for maintenance.
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         self.inner.get(key).map(V::from_word)

@@ -58,6 +58,18 @@ unsafe fn retire<T>(node: Shared<'_, T>) {
     unsafe { guard.defer_destroy(node) };
 }
 
+/// Hands this thread's retired nodes to crossbeam's global queue and frees
+/// whatever no pinned thread can still reach. [`retire`] defers into the
+/// thread's own bag, which crossbeam hands over only when it fills (64
+/// nodes), and the global queue is collected only by later pins: without
+/// this, an index left idle after a burst of writes would keep up to 63
+/// retired groups, arrays and deltas included, until the next burst.
+/// Background passes run every `maintenance_interval`, idle ones included,
+/// so retired memory is returned within a few intervals.
+fn release_retired() {
+    epoch::pin().flush();
+}
+
 /// Every live record of `group`'s array and (frozen) delta, in key order.
 /// A key may have a removed copy in the array and its live copy in the
 /// delta; removed records are skipped, so each key appears at most once.
@@ -185,6 +197,7 @@ impl<K: Key> Inner<K> {
             // The last pass found nothing to do and left no delta waiting,
             // and no key was added or removed since: this walk would find
             // nothing either. (In-place updates never call for maintenance.)
+            release_retired();
             return false;
         }
         // SAFETY: see the module docs: we hold the maintenance lock, the
@@ -238,6 +251,7 @@ impl<K: Key> Inner<K> {
             self.update_root(guard);
         }
         Counters::bump(&self.counters.passes);
+        release_retired();
         let quiet = !(changed || reshaped || walk.waiting);
         self.quiet_at
             .store(if quiet { changes } else { NOT_QUIET }, Ordering::Relaxed);

@@ -3,9 +3,10 @@
 /// One group's shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupStats {
-    /// Records in the sorted array (live or removed).
+    /// Records in the sorted array and its §3.5.2 append tail (live or
+    /// removed).
     pub records: usize,
-    /// Array records removed since the array was built.
+    /// Array and tail records removed since the array was built.
     pub removed_records: usize,
     /// Exact maximum error of each linear model, in model order.
     pub error_bounds: Vec<usize>,

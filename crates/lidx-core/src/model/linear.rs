@@ -183,8 +183,11 @@ pub fn fit_least_squares<K: Key>(keys: &[K]) -> Result<Fitted<LinearModel<K>>> {
 
 /// An origin for a model trained on nothing: the key whose encoding is all
 /// zero bytes (0, 0.0 or the empty byte string), the only value every key
-/// type can produce without an example.
-pub(crate) fn empty_origin<K: Key>() -> Result<K> {
+/// type can produce without an example. A [`Key`] implementation whose
+/// [`decode_le`](Key::decode_le) rejects that encoding gets the error here,
+/// and every fit over no keys fails with it; engines that may fit empty
+/// key sets check it once, up front.
+pub fn empty_origin<K: Key>() -> Result<K> {
     // Fixed-width keys decode from zero bytes (0 / 0.0); byte strings from a
     // zero length prefix (the empty string).
     let buf = vec![0u8; K::ENCODED_WIDTH.unwrap_or(4)];

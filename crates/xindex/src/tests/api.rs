@@ -1,7 +1,7 @@
 use std::ops::Bound;
 use std::time::Duration;
 
-use lidx_core::Error;
+use lidx_core::{Error, Key};
 
 use super::{settle, tiny_config, wait_until};
 use crate::{Config, XIndex};
@@ -31,6 +31,119 @@ fn bulk_load_rejects_bad_input_and_config() {
     };
     let err = XIndex::<u64, u64>::new(no_budget).err().unwrap();
     assert!(err.to_string().contains("delta_budget_bytes"), "{err}");
+    // Values that would abort on allocation or make fits quadratic are
+    // refused up front, each naming its field.
+    let rejected = [
+        (
+            Config {
+                sequential_capacity: usize::MAX / 8,
+                ..Config::default()
+            },
+            "sequential_capacity",
+        ),
+        (
+            Config {
+                max_models: usize::MAX,
+                ..Config::default()
+            },
+            "max_models",
+        ),
+        (
+            Config {
+                tolerance: f64::NAN,
+                ..Config::default()
+            },
+            "tolerance",
+        ),
+        (
+            Config {
+                tolerance: -0.5,
+                ..Config::default()
+            },
+            "tolerance",
+        ),
+        (
+            Config {
+                delta_threshold: 0,
+                ..Config::default()
+            },
+            "delta_threshold",
+        ),
+        (
+            Config {
+                initial_group_size: 0,
+                ..Config::default()
+            },
+            "initial_group_size",
+        ),
+        (
+            Config {
+                max_root_models: 0,
+                ..Config::default()
+            },
+            "max_root_models",
+        ),
+    ];
+    for (config, field) in rejected {
+        let err = XIndex::<u64, u64>::new(config.clone()).err().unwrap();
+        assert!(err.to_string().contains(field), "{field}: {err}");
+        let pairs = (0..10u64).map(|k| (k, k));
+        assert!(
+            XIndex::<u64, u64>::bulk_load(pairs, config).is_err(),
+            "{field}"
+        );
+    }
+    let largest = Config {
+        sequential_capacity: crate::MAX_SEQUENTIAL_CAPACITY,
+        max_models: crate::MAX_MODELS,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..1000u64).map(|k| (k, k)), largest).unwrap();
+    assert_eq!(index.get(&999), Some(999));
+}
+
+/// A key type whose encoding of zero is invalid (`decode_le` rejects it),
+/// as a user's checked or non-zero key type might be.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct NonZeroKey(u64);
+
+impl Key for NonZeroKey {
+    const ENCODED_WIDTH: Option<usize> = Some(8);
+
+    fn encode_le(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_le_bytes());
+    }
+
+    fn decode_le(bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
+        let raw: [u8; 8] = bytes
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| Error::corrupt("short NonZeroKey"))?;
+        match u64::from_le_bytes(raw) {
+            0 => Err(Error::corrupt("NonZeroKey is never zero")),
+            k => Ok((NonZeroKey(k), 8)),
+        }
+    }
+
+    fn to_f64(&self) -> f64 {
+        self.0 as f64
+    }
+
+    fn offset_from(&self, origin: &Self) -> f64 {
+        self.0.offset_from(&origin.0)
+    }
+}
+
+#[test]
+fn key_types_without_an_all_zero_encoding_are_refused() {
+    // Emptied groups are refitted from the all-zero key; without one the
+    // refit would fail inside maintenance, so construction says so first.
+    let err = XIndex::<NonZeroKey, u64>::new(Config::default())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("all-zero"), "{err}");
+    let pairs = (1..100u64).map(|k| (NonZeroKey(k), k));
+    assert!(XIndex::<NonZeroKey, u64>::bulk_load(pairs, Config::default()).is_err());
 }
 
 #[test]

@@ -122,6 +122,18 @@ fn u64_extremes_and_huge_ranges() {
 }
 
 #[test]
+fn byte_strings_sharing_their_first_eight_bytes() {
+    // One numeric view for every key: models are flat, and the root's
+    // piecewise-linear alternative must decline instead of fitting level
+    // after level of one-key segments (it used to loop forever here).
+    let url = |i: u32| format!("https://example.com/{i:06}").into_bytes();
+    let start: Vec<Vec<u8>> = (0..6_000).map(|i| url(i * 2)).collect();
+    let ops: Vec<Vec<u8>> = (0..900).map(|i| url(i * 13 % 12_500)).collect();
+    exercise(&start, &ops, tiny_config());
+    exercise(&start, &ops, Config::default());
+}
+
+#[test]
 fn signed_extremes() {
     let start = [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX];
     let ops: Vec<i64> = (0..300i64)

@@ -9,6 +9,7 @@ mod linearizability;
 mod lookup_stages;
 mod lost_update;
 mod oracle;
+mod reclamation;
 mod scan_stress;
 mod shift;
 mod stress;
