@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_epoch::{self as epoch, Owned};
+use crossbeam_epoch::Owned;
 use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::group::{Group, fewest_models};
 use crate::inner::Inner;
 use crate::maintenance::Pass;
+use crate::reclaim::Reclaimer;
 use crate::root::Root;
 use crate::stats::{GroupStats, Stats};
 use crate::value::Value;
@@ -70,7 +71,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
             });
         }
         let len = pairs.len();
-        let guard = epoch::pin();
+        let reclaimer = Reclaimer::new();
+        let guard = reclaimer.pin();
         let mut groups = Vec::new();
         let mut chunks = pairs.chunks(config.initial_group_size).peekable();
         if chunks.peek().is_none() {
@@ -100,7 +102,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
         );
         drop(guard);
         let interval = config.maintenance_interval;
-        let inner = Arc::new(Inner::new(root, config, len));
+        let inner = Arc::new(Inner::new(root, config, len, reclaimer));
         let worker = interval
             .map(|interval| Worker::start(Arc::clone(&inner), interval))
             .transpose()?;
@@ -198,7 +200,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
 
     /// The index's current shape and maintenance counters.
     pub fn stats(&self) -> Stats {
-        let guard = epoch::pin();
+        let guard = self.inner.reclaimer.pin();
         let root = self.inner.root(&guard);
         let mut groups = Vec::new();
         // Right after a root update a group can briefly be both in a slot

@@ -2,7 +2,7 @@
 //! foreground operations (paper Algorithm 2): get, put, remove and the
 //! batch collection behind range scans.
 //!
-//! Every operation pins the epoch once, routes through the current root to
+//! Every operation pins the index's epoch collector once, routes through the current root to
 //! a group and finishes inside that pin. Lookups take no lock and allocate
 //! nothing: a root model, a search from the group model's prediction, one
 //! seqlock read, and only on a miss in the array the delta indexes.
@@ -24,6 +24,7 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
+use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::value::Value;
@@ -142,6 +143,9 @@ pub(crate) struct Inner<K: Key> {
     /// Bytes of delta entries not yet compacted, against the configured budget.
     pub(crate) budget: DeltaBudget,
     pub(crate) hooks: Hooks,
+    /// The index's own epoch collector: every operation pins it, and
+    /// maintenance retires through it.
+    pub(crate) reclaimer: Reclaimer,
     /// Origin of the maintenance clock (how long small deltas have waited).
     started: Instant,
     /// [`LenCounter::changes`] as the last pass found it, if that pass
@@ -160,8 +164,9 @@ pub(crate) enum Attempt {
 }
 
 impl<K: Key> Inner<K> {
-    pub(crate) fn new(root: Root<K>, config: Config, len: usize) -> Self {
+    pub(crate) fn new(root: Root<K>, config: Config, len: usize, reclaimer: Reclaimer) -> Self {
         Inner {
+            reclaimer,
             root: Atomic::new(root),
             budget: DeltaBudget::new(config.delta_budget_bytes),
             config,
@@ -195,7 +200,7 @@ impl<K: Key> Inner<K> {
     /// a fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
     #[inline(always)]
     pub(crate) fn get(&self, key: &K) -> Option<u64> {
-        let guard = epoch::pin();
+        let guard = self.reclaimer.pin();
         let group = self.root(&guard).route(key, &guard);
         read_in_group(group, key)
     }
@@ -208,7 +213,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>) {
         out.reserve(keys.len());
         for batch in keys.chunks(GET_BATCH) {
-            let guard = epoch::pin();
+            let guard = self.reclaimer.pin();
             let root = self.root(&guard);
             let mut slots = [0usize; GET_BATCH];
             for (slot, key) in slots.iter_mut().zip(batch) {
@@ -233,7 +238,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> {
         let backoff = Backoff::new();
         loop {
-            let guard = epoch::pin();
+            let guard = self.reclaimer.pin();
             let group = self.root(&guard).route(key, &guard);
             if let Attempt::Done(done) = try_put(group, key, word, &self.budget) {
                 drop(guard);
@@ -269,7 +274,7 @@ impl<K: Key> Inner<K> {
 
     /// `remove`: returns the removed value.
     pub(crate) fn remove(&self, key: &K) -> Option<u64> {
-        let guard = epoch::pin();
+        let guard = self.reclaimer.pin();
         let group = self.root(&guard).route(key, &guard);
         let removed = try_remove(group, key);
         if removed.is_some() {
@@ -291,7 +296,7 @@ impl<K: Key> Inner<K> {
         if limit == 0 {
             return Some(lower);
         }
-        let guard = epoch::pin();
+        let guard = self.reclaimer.pin();
         let root = self.root(&guard);
         let mut lower = lower;
         let mut taken = 0usize;
@@ -571,5 +576,8 @@ impl<K: Key> Drop for Inner<K> {
                 drop(root.into_owned());
             }
         }
+        // Groups and roots retired earlier: free them now rather than when
+        // the last thread that used the index drops its registration.
+        self.reclaimer.release_all();
     }
 }

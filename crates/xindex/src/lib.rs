@@ -29,7 +29,6 @@
 #![warn(missing_docs)]
 
 mod arena;
-mod barrier;
 mod budget;
 mod config;
 mod delta;
@@ -40,6 +39,7 @@ mod index;
 mod inner;
 mod maintenance;
 mod pivot_pla;
+mod reclaim;
 mod record;
 mod root;
 mod stats;

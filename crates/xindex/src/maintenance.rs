@@ -7,8 +7,10 @@
 //! this module reads the structure through the unprotected epoch guard:
 //! only code holding the lock unlinks and retires groups and roots, so
 //! everything reachable from the current root stays allocated for the
-//! whole pass. It never stays pinned, because its epoch barriers wait for
-//! every pinned thread.
+//! whole pass (a node the pass itself retired may be freed by its later
+//! barriers, and the pass never touches a node after retiring it). It
+//! never stays pinned, because its epoch barriers wait for every thread
+//! pinned on the index's collector.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +22,6 @@ use lidx_core::model::linear::fit_least_squares;
 
 use parking_lot::MutexGuard;
 
-use crate::barrier::synchronize;
 use crate::config::Config;
 use crate::delta::Delta;
 use crate::group::{Group, fit_models};
@@ -44,31 +45,6 @@ const BATCH_RECORDS: usize = 1 << 18;
 /// Tests use tiny indexes; a small batch makes passes flush mid-walk.
 #[cfg(test)]
 const BATCH_RECORDS: usize = 48;
-
-/// Defers the destruction of an unlinked node until every thread pinned
-/// now has unpinned.
-///
-/// # Safety
-///
-/// `node` must be unlinked (unreachable for threads pinning from now on)
-/// and retired exactly once.
-unsafe fn retire<T>(node: Shared<'_, T>) {
-    let guard = epoch::pin();
-    // SAFETY: forwarded from the contract.
-    unsafe { guard.defer_destroy(node) };
-}
-
-/// Hands this thread's retired nodes to crossbeam's global queue and frees
-/// whatever no pinned thread can still reach. [`retire`] defers into the
-/// thread's own bag, which crossbeam hands over only when it fills (64
-/// nodes), and the global queue is collected only by later pins: without
-/// this, an index left idle after a burst of writes would keep up to 63
-/// retired groups, arrays and deltas included, until the next burst.
-/// Background passes run every `maintenance_interval`, idle ones included,
-/// so retired memory is returned within a few intervals.
-fn release_retired() {
-    epoch::pin().flush();
-}
 
 /// Every live record of `group`'s array and (frozen) delta, in key order.
 /// A key may have a removed copy in the array and its live copy in the
@@ -197,7 +173,7 @@ impl<K: Key> Inner<K> {
             // The last pass found nothing to do and left no delta waiting,
             // and no key was added or removed since: this walk would find
             // nothing either. (In-place updates never call for maintenance.)
-            release_retired();
+            self.reclaimer.release_retired();
             return false;
         }
         // SAFETY: see the module docs: we hold the maintenance lock, the
@@ -251,7 +227,7 @@ impl<K: Key> Inner<K> {
             self.update_root(guard);
         }
         Counters::bump(&self.counters.passes);
-        release_retired();
+        self.reclaimer.release_retired();
         let quiet = !(changed || reshaped || walk.waiting);
         self.quiet_at
             .store(if quiet { changes } else { NOT_QUIET }, Ordering::Relaxed);
@@ -359,7 +335,7 @@ impl<K: Key> Inner<K> {
         let node = Owned::new(node).into_shared(guard);
         location.store(node, Ordering::Release);
         // SAFETY: just unlinked from its only location.
-        unsafe { retire(shared) };
+        unsafe { self.reclaimer.retire(shared) };
         node
     }
 
@@ -381,7 +357,7 @@ impl<K: Key> Inner<K> {
             unsafe { shared.deref() }.buf.freeze();
         }
         self.hooks.fire(Phase::Frozen);
-        synchronize();
+        self.reclaimer.synchronize();
         // Every `tmp` before any merging: an insert into a frozen group
         // retries until its `tmp` exists, and merging the whole batch can
         // take milliseconds.
@@ -425,7 +401,7 @@ impl<K: Key> Inner<K> {
             self.refund_merged(unsafe { shared.deref() });
             // SAFETY: replaced at its only location above; the copy phase
             // no longer needs its records.
-            unsafe { retire(shared) };
+            unsafe { self.reclaimer.retire(shared) };
             Counters::bump(&self.counters.compactions);
         }
         built.first().copied()
@@ -442,7 +418,7 @@ impl<K: Key> Inner<K> {
     /// nodes, so every writer of a pointed-to record now goes through the
     /// new record's lock) replace each pointer with its current value.
     fn copy_phase(&self, groups: &[&Group<K>]) {
-        synchronize();
+        self.reclaimer.synchronize();
         for group in groups {
             for i in 0..group.records.keys.len() {
                 group.records.cell_at(i).resolve_pointer();
@@ -484,7 +460,7 @@ impl<K: Key> Inner<K> {
         location.store(left, Ordering::Release);
         old.buf.freeze();
         self.hooks.fire(Phase::Frozen);
-        synchronize();
+        self.reclaimer.synchronize();
         let (left_tmp, right_tmp) = (Arc::new(Delta::new()), Arc::new(Delta::new()));
         // SAFETY: built above, retired only at the end of this function.
         let (left_ref, right_ref) = unsafe { (left.deref(), right.deref()) };
@@ -519,9 +495,9 @@ impl<K: Key> Inner<K> {
         // SAFETY: all three are unlinked: `old` and `left` were replaced at
         // `location`, and `right` was reachable only through `left`.
         unsafe {
-            retire(shared);
-            retire(left);
-            retire(right);
+            self.reclaimer.retire(shared);
+            self.reclaimer.retire(left);
+            self.reclaimer.retire(right);
         }
         Counters::bump(&self.counters.group_splits);
         Some(gb)
@@ -575,7 +551,7 @@ impl<K: Key> Inner<K> {
         ga.buf.freeze();
         gb.buf.freeze();
         self.hooks.fire(Phase::Frozen);
-        synchronize();
+        self.reclaimer.synchronize();
         let shared_tmp = Arc::new(Delta::new());
         let tmp_a = Arc::clone(ga.tmp.get_or_init(|| Arc::clone(&shared_tmp)));
         let tmp_b = Arc::clone(gb.tmp.get_or_init(|| shared_tmp));
@@ -605,8 +581,8 @@ impl<K: Key> Inner<K> {
         self.refund_merged(gb);
         // SAFETY: both were unlinked from their only locations above.
         unsafe {
-            retire(a);
-            retire(b);
+            self.reclaimer.retire(a);
+            self.reclaimer.retire(b);
         }
         Counters::bump(&self.counters.group_merges);
     }
@@ -638,7 +614,7 @@ impl<K: Key> Inner<K> {
         // Readers still on the old root may need `next` links to reach the
         // groups it does not index; once they are gone, cut the links so
         // every group has exactly one location again.
-        synchronize();
+        self.reclaimer.synchronize();
         for g in &groups {
             // SAFETY: reachable from the new root.
             unsafe { g.deref() }
@@ -647,7 +623,7 @@ impl<K: Key> Inner<K> {
         }
         // SAFETY: unlinked by the store above; dropping a root frees only
         // its own arrays, never the groups.
-        unsafe { retire(old) };
+        unsafe { self.reclaimer.retire(old) };
         Counters::bump(&self.counters.root_updates);
     }
 }

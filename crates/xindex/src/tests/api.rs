@@ -147,6 +147,30 @@ fn key_types_without_an_all_zero_encoding_are_refused() {
 }
 
 #[test]
+fn calls_from_a_thread_pinned_elsewhere_do_not_wait_for_themselves() {
+    // The index pins a collector of its own, so a caller holding a guard
+    // on crossbeam's default collector (its own, or one another structure
+    // holds while it runs the caller's closure) is not waited for by the
+    // epoch barriers that inserts over the budget and `maintain_now` run.
+    let config = Config {
+        delta_budget_bytes: 1 << 10,
+        ..tiny_config()
+    };
+    let index = XIndex::<u64, u64>::new(config).unwrap();
+    let foreign = crossbeam_epoch::pin();
+    for k in 0..3_000u64 {
+        assert_eq!(index.insert(k * 7, k), None);
+    }
+    index.maintain_now();
+    assert!(index.stats().budget_waits > 0, "inserts ran passes inline");
+    drop(foreign);
+    assert_eq!(index.len(), 3_000);
+    for k in 0..3_000u64 {
+        assert_eq!(index.get(&(k * 7)), Some(k));
+    }
+}
+
+#[test]
 fn empty_index_accepts_everything() {
     let index = XIndex::<u64, u64>::new(tiny_config()).unwrap();
     assert!(index.is_empty());

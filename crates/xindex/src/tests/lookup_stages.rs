@@ -13,8 +13,6 @@ use std::path::PathBuf;
 use std::sync::RwLock;
 use std::time::Instant;
 
-use crossbeam_epoch as epoch;
-
 use crate::{Config, XIndex};
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -87,7 +85,7 @@ fn lookup_stages() {
         stats.root_max_error
     );
     for round in 0..3 {
-        let guard = epoch::pin();
+        let guard = index.inner().reclaimer.pin();
         let root = index.inner().root(&guard);
         let t = Instant::now();
         for k in &probes {
@@ -134,7 +132,7 @@ fn lookup_stages() {
     // lookup's critical path (the throughput loops above overlap).
     for round in 0..2 {
         let zero = black_box(0u64);
-        let guard = epoch::pin();
+        let guard = index.inner().reclaimer.pin();
         let root = index.inner().root(&guard);
         let chained = |f: &dyn Fn(u64) -> u64| {
             let t = Instant::now();
@@ -205,7 +203,7 @@ fn time_gets(
 fn prediction_errors() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
-    let guard = epoch::pin();
+    let guard = index.inner().reclaimer.pin();
     let root = index.inner().root(&guard);
     // Upper ends of the buckets of |error| (the last one is open).
     const UPPER: [usize; 10] = [0, 1, 2, 4, 6, 8, 12, 16, 32, usize::MAX];

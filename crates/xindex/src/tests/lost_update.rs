@@ -7,8 +7,6 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_epoch as epoch;
-
 use crate::hooks::Phase;
 use crate::inner::{Attempt, try_put};
 use crate::{Config, XIndex};
@@ -48,7 +46,7 @@ fn update_after_merge_phase_is_not_lost() {
         assert_eq!(phases.recv().unwrap(), Phase::Merged);
         {
             // The old group is still installed: its array holds the value.
-            let guard = epoch::pin();
+            let guard = index.inner().reclaimer.pin();
             let group = index.inner().root(&guard).route(&5, &guard);
             let cell = group.records.cell_at(group.find(&5).unwrap());
             assert!(!cell.is_pointer());
@@ -83,7 +81,7 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
         go.send(()).unwrap();
         assert_eq!(phases.recv().unwrap(), Phase::Merged);
         // A straggler routes to the old group and stays pinned on it.
-        let straggler_guard = epoch::pin();
+        let straggler_guard = index.inner().reclaimer.pin();
         let old = index
             .inner()
             .root(&straggler_guard)
@@ -93,7 +91,7 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
         {
             // New operations see the new group, whose records still point
             // at the old ones.
-            let guard = epoch::pin();
+            let guard = index.inner().reclaimer.pin();
             let new = index.inner().root(&guard).route(&6, &guard);
             assert!(!std::ptr::eq(new, old));
             assert!(new.records.cell_at(new.find(&6).unwrap()).is_pointer());
@@ -126,7 +124,7 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
     assert_eq!(index.get(&8), None);
     assert_eq!(index.len(), 32);
     // Resolved: the records no longer point anywhere.
-    let guard = epoch::pin();
+    let guard = index.inner().reclaimer.pin();
     let group = index.inner().root(&guard).route(&7, &guard);
     assert!((0..group.records.keys.len()).all(|i| !group.records.cell_at(i).is_pointer()));
 }
