@@ -2,10 +2,11 @@
 //! foreground operations (paper Algorithm 2): get, put, remove and the
 //! batch collection behind range scans.
 //!
-//! Every operation pins the index's epoch collector once, routes through the current root to
-//! a group and finishes inside that pin. Lookups take no lock and allocate
-//! nothing: a root model, a search from the group model's prediction, one
-//! seqlock read, and only on a miss in the array the delta indexes.
+//! Every operation pins the index's epoch collector once, routes through
+//! the current root to a group and finishes inside that pin. Lookups take
+//! no lock and allocate nothing: a root model, a search from the group
+//! model's prediction, one seqlock read, and only on a miss in the array
+//! the delta indexes.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
