@@ -111,22 +111,18 @@ impl Key for NonZeroKey {
     const ENCODED_WIDTH: Option<usize> = Some(8);
 
     fn encode_le(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.0.to_le_bytes());
+        self.0.encode_le(out);
     }
 
     fn decode_le(bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
-        let raw: [u8; 8] = bytes
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| Error::corrupt("short NonZeroKey"))?;
-        match u64::from_le_bytes(raw) {
-            0 => Err(Error::corrupt("NonZeroKey is never zero")),
-            k => Ok((NonZeroKey(k), 8)),
+        match u64::decode_le(bytes)? {
+            (0, _) => Err(Error::corrupt("NonZeroKey is never zero")),
+            (k, width) => Ok((NonZeroKey(k), width)),
         }
     }
 
     fn to_f64(&self) -> f64 {
-        self.0 as f64
+        self.0.to_f64()
     }
 
     fn offset_from(&self, origin: &Self) -> f64 {

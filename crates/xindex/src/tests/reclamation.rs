@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lidx_core::{Error, Key};
+use lidx_core::Key;
 
 use crate::{Config, XIndex};
 
@@ -39,19 +39,16 @@ impl Key for CountedKey {
     const ENCODED_WIDTH: Option<usize> = Some(8);
 
     fn encode_le(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.0.to_le_bytes());
+        self.0.encode_le(out);
     }
 
     fn decode_le(bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
-        let raw: [u8; 8] = bytes
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| Error::corrupt("short CountedKey"))?;
-        Ok((CountedKey::new(u64::from_le_bytes(raw)), 8))
+        let (k, width) = u64::decode_le(bytes)?;
+        Ok((CountedKey::new(k), width))
     }
 
     fn to_f64(&self) -> f64 {
-        self.0 as f64
+        self.0.to_f64()
     }
 
     fn offset_from(&self, origin: &Self) -> f64 {
