@@ -217,6 +217,44 @@ mod tests {
     }
 
     #[test]
+    fn a_destructor_run_while_pinning_may_pin_another_collector() {
+        // A retired node's destructor runs inside some later `pin` of its
+        // collector (crossbeam collects every 128 pins), while that pin
+        // holds the thread's cache borrowed. If it pins another index's
+        // collector (a key type whose drop touches another index, say),
+        // the cache cannot be reordered: that pin takes a one-off
+        // registration instead of panicking on the borrow.
+        let outer = Reclaimer::new();
+        let other = Arc::new(Reclaimer::new());
+        let ran = Arc::new(AtomicBool::new(false));
+        {
+            let guard = outer.pin();
+            let (other, ran) = (Arc::clone(&other), Arc::clone(&ran));
+            guard.defer(move || {
+                let pinned = other.pin();
+                // A working guard: what it defers runs later.
+                let flag = Arc::clone(&ran);
+                pinned.defer(move || flag.store(true, Ordering::Release));
+                pinned.flush();
+            });
+            guard.flush();
+        }
+        // Only pins, no flush: the destructor must run inside a `pin`.
+        let mut pins = 0;
+        while Arc::strong_count(&other) > 1 {
+            drop(outer.pin());
+            pins += 1;
+            assert!(pins < 1_000_000, "the deferred destructor never ran");
+        }
+        let cached = HANDLES.with(|h| h.borrow().iter().any(|h| h.collector() == &other.collector));
+        assert!(!cached, "the nested pin must not have touched the cache");
+        // What the nested guard deferred still runs, on `other`'s schedule.
+        other.synchronize();
+        other.synchronize();
+        assert!(ran.load(Ordering::Acquire));
+    }
+
+    #[test]
     fn a_thread_using_many_collectors_keeps_a_few_registrations() {
         let reclaimers: Vec<Reclaimer> =
             (0..CACHED_HANDLES + 3).map(|_| Reclaimer::new()).collect();
