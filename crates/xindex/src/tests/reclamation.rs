@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use lidx_core::Key;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::{Config, XIndex};
 
@@ -66,15 +68,8 @@ fn retired_groups_are_freed_when_the_index_goes_idle() {
     // Irregular keys: models too rough for groups to merge, so the pass
     // below retires groups and then ends without another root update
     // (whose barrier would have handed the retired nodes on anyway).
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut keys: Vec<u64> = (0..KEYS)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state >> 8
-        })
-        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+    let mut keys: Vec<u64> = (0..KEYS).map(|_| rng.random::<u64>() >> 8).collect();
     keys.sort_unstable();
     keys.dedup();
     let pairs = keys.iter().map(|&k| (CountedKey::new(k), k));
