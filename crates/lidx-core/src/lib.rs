@@ -11,6 +11,7 @@
 
 pub mod background;
 pub mod checksum;
+pub mod cpu;
 pub mod error;
 pub mod key;
 pub mod keyset;

@@ -291,8 +291,9 @@ impl<'a> Record<'a> {
     }
 
     /// A consistent snapshot of the value: `None` if the record is removed.
-    /// Never blocks a writer; retries while one is active.
-    #[inline]
+    /// Never blocks a writer; retries while one is active. Forced inline:
+    /// lookups compiled for x86-64-v3 otherwise called it.
+    #[inline(always)]
     pub(crate) fn read(&self) -> Option<u64> {
         loop {
             let before = self.meta.load(Ordering::Acquire);
