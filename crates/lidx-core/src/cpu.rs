@@ -63,17 +63,21 @@ fn probe_x86_64_v3() -> bool {
 /// Compiles the function inside for the x86-64-v3 features that
 /// [`has_x86_64_v3`] checks (AVX, AVX2, BMI1, BMI2, LZCNT, POPCNT and
 /// SSE4.2), as an `unsafe`-to-call twin of a portable function. It exists
-/// only on x86-64 builds whose baseline lacks AVX2: elsewhere the portable
-/// function is already the best build, so callers dispatch under
-/// `#[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]`:
+/// only on x86-64 builds whose baseline lacks AVX2 (elsewhere the portable
+/// function is already the best build); call it through
+/// [`x86_64_v3_dispatch!`](crate::x86_64_v3_dispatch), which checks the
+/// CPU under the same condition:
 ///
 /// ```ignore
-/// #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-/// if lidx_core::cpu::has_x86_64_v3() {
-///     // SAFETY: the CPU has every feature the twin is compiled for.
-///     return unsafe { self.get_x86_64_v3(key) };
+/// lidx_core::x86_64_v3! {
+///     fn get_x86_64_v3(&self, key: &K) -> Option<u64> {
+///         self.get_portable(key)
+///     }
 /// }
-/// self.get_portable(key)
+///
+/// pub fn get(&self, key: &K) -> Option<u64> {
+///     lidx_core::x86_64_v3_dispatch!(self.get_x86_64_v3 else get_portable(key))
+/// }
 /// ```
 ///
 /// The twin's body should call the portable function marked
@@ -89,20 +93,54 @@ macro_rules! x86_64_v3 {
     };
 }
 
+/// Calls `receiver.twin(args)`, a function compiled with
+/// [`x86_64_v3!`](crate::x86_64_v3), when the CPU has its features, and
+/// `receiver.portable(args)` otherwise (or always, on builds without the
+/// twin). Arguments are plain identifiers, so that nothing but the twin's
+/// call sits in the `unsafe` block.
+#[macro_export]
+macro_rules! x86_64_v3_dispatch {
+    ($receiver:ident . $twin:ident else $portable:ident ($($arg:ident),*)) => {{
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
+        if $crate::cpu::has_x86_64_v3() {
+            // SAFETY: the CPU has every feature the twin is compiled for.
+            return unsafe { $receiver.$twin($($arg),*) };
+        }
+        $receiver.$portable($($arg),*)
+    }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    crate::x86_64_v3! {
-        /// A count the compiler vectorises with AVX2 in this build.
-        fn count_below_x86_64_v3(keys: &[u64], key: u64) -> usize {
-            count_below(keys, key)
-        }
-    }
-
     #[inline(always)]
     fn count_below(keys: &[u64], key: u64) -> usize {
         keys.iter().map(|&k| usize::from(k < key)).sum()
+    }
+
+    /// Free functions have no receiver: a unit struct stands in for one.
+    struct Counter;
+
+    impl Counter {
+        crate::x86_64_v3! {
+            fn count_x86_64_v3(&self, keys: &[u64], key: u64) -> usize {
+                count_below(keys, key)
+            }
+        }
+
+        #[inline(always)]
+        fn count_portable(&self, keys: &[u64], key: u64) -> usize {
+            count_below(keys, key)
+        }
+
+        fn count(&self, keys: &[u64], key: u64) -> usize {
+            crate::x86_64_v3_dispatch!(self.count_x86_64_v3 else count_portable(keys, key))
+        }
+    }
+
+    fn dispatched(keys: &[u64], key: u64) -> usize {
+        Counter.count(keys, key)
     }
 
     #[test]
@@ -125,11 +163,7 @@ mod tests {
         for key in [0, 1, u64::MAX / 3, 1 << 63, u64::MAX] {
             let portable = count_below(&keys, key);
             assert_eq!(portable, keys.iter().filter(|&&k| k < key).count());
-            #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-            if has_x86_64_v3() {
-                // SAFETY: the CPU has every feature the twin is compiled for.
-                assert_eq!(unsafe { count_below_x86_64_v3(&keys, key) }, portable);
-            }
+            assert_eq!(dispatched(&keys, key), portable);
         }
     }
 }

@@ -201,19 +201,14 @@ impl<K: Key> Inner<K> {
     /// a fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
     #[inline(always)]
     pub(crate) fn get(&self, key: &K) -> Option<u64> {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-        if lidx_core::cpu::has_x86_64_v3() {
-            // SAFETY: the CPU has every feature the twin is compiled for.
-            return unsafe { self.get_x86_64_v3(key) };
-        }
-        self.get_portable(key)
+        lidx_core::x86_64_v3_dispatch!(self.get_x86_64_v3 else get_portable(key))
     }
 
     lidx_core::x86_64_v3! {
         /// [`get`](Self::get) compiled for x86-64-v3: the window counts
         /// take four keys per instruction and the models' clamps select
-        /// without branches. Lognormal 10M `lookup`, 1 thread: 1.68x ->
-        /// 2.03x `btreemap` (`docs/results/xindex-session19.md`).
+        /// without branches. Lognormal 10M `lookup`, 1 thread: 1.65–1.72x
+        /// -> 1.82–2.05x `btreemap` (`docs/results/xindex-session19.md`).
         fn get_x86_64_v3(&self, key: &K) -> Option<u64> {
             self.get_portable(key)
         }
@@ -233,12 +228,7 @@ impl<K: Key> Inner<K> {
     /// cache misses of different keys overlap instead of following each
     /// other. One epoch pin per batch.
     pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>) {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-        if lidx_core::cpu::has_x86_64_v3() {
-            // SAFETY: the CPU has every feature the twin is compiled for.
-            return unsafe { self.get_many_x86_64_v3(keys, out) };
-        }
-        self.get_many_portable(keys, out);
+        lidx_core::x86_64_v3_dispatch!(self.get_many_x86_64_v3 else get_many_portable(keys, out))
     }
 
     lidx_core::x86_64_v3! {
@@ -276,12 +266,7 @@ impl<K: Key> Inner<K> {
 
     /// `put` (upsert): returns the previous value.
     pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-        if lidx_core::cpu::has_x86_64_v3() {
-            // SAFETY: the CPU has every feature the twin is compiled for.
-            return unsafe { self.put_x86_64_v3(key, word) };
-        }
-        self.put_portable(key, word)
+        lidx_core::x86_64_v3_dispatch!(self.put_x86_64_v3 else put_portable(key, word))
     }
 
     lidx_core::x86_64_v3! {
@@ -332,12 +317,7 @@ impl<K: Key> Inner<K> {
 
     /// `remove`: returns the removed value.
     pub(crate) fn remove(&self, key: &K) -> Option<u64> {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-        if lidx_core::cpu::has_x86_64_v3() {
-            // SAFETY: the CPU has every feature the twin is compiled for.
-            return unsafe { self.remove_x86_64_v3(key) };
-        }
-        self.remove_portable(key)
+        lidx_core::x86_64_v3_dispatch!(self.remove_x86_64_v3 else remove_portable(key))
     }
 
     lidx_core::x86_64_v3! {
