@@ -3,6 +3,10 @@
 //! (the bench's peer) in the same run. A measuring tool, not a test of
 //! speed: it asserts only that every stage found what it should.
 //!
+//! The stages call the portable functions; `get` and `get_many` take the
+//! x86-64-v3 build on a CPU with AVX2 (`lidx_core::cpu`), so the gap
+//! between `+value` and `get` is the pin plus that build's difference.
+//!
 //! `cargo test --release -p lidx-xindex --lib lookup_stages -- --ignored --nocapture`
 //! (`LIDX_STAGES_DATA=<SOSD u64 file>` picks the key set; default geolite2
 //! from `../shared/data`, or 3M generated lognormal-gap keys without it).
