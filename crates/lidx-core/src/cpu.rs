@@ -63,28 +63,14 @@ fn probe_x86_64_v3() -> bool {
 
 /// Compiles the function inside for the x86-64-v3 features that
 /// [`has_x86_64_v3`] checks (AVX, AVX2, BMI1, BMI2, LZCNT, POPCNT and
-/// SSE4.2), as an `unsafe`-to-call twin of a portable function. It exists
-/// only on x86-64 builds whose baseline lacks AVX2 (elsewhere the portable
-/// function is already the best build); call it through
-/// [`x86_64_v3_dispatch!`](crate::x86_64_v3_dispatch), which checks the
-/// CPU under the same condition:
+/// SSE4.2). It exists only on x86-64 builds whose baseline lacks AVX2
+/// (elsewhere the portable build is already the best one), and calling it
+/// is sound only once [`has_x86_64_v3`] has returned `true`: the usual
+/// way in is [`x86_64_v3_twin!`](crate::x86_64_v3_twin), which writes the
+/// check and the call.
 ///
-/// ```ignore
-/// lidx_core::x86_64_v3! {
-///     fn get_x86_64_v3(&self, key: &K) -> Option<u64> {
-///         self.get_portable(key)
-///     }
-/// }
-///
-/// pub fn get(&self, key: &K) -> Option<u64> {
-///     lidx_core::x86_64_v3_dispatch!(self.get_x86_64_v3 else get_portable(key))
-/// }
-/// ```
-///
-/// The twin's body should call the portable function marked
-/// `#[inline(always)]`, so that the whole path is compiled with the
-/// features. Floating-point results do not change: Rust never contracts
-/// a multiply and an add into a fused one on its own.
+/// Floating-point results do not change: Rust never contracts a multiply
+/// and an add into a fused one on its own.
 #[macro_export]
 macro_rules! x86_64_v3 {
     ($($function:tt)*) => {
@@ -94,22 +80,47 @@ macro_rules! x86_64_v3 {
     };
 }
 
-/// Calls `receiver.twin(args)`, a function compiled with
-/// [`x86_64_v3!`](crate::x86_64_v3), when the CPU has its features, and
-/// `receiver.portable(args)` otherwise (or always, on builds without the
-/// twin). Arguments are plain identifiers, so that nothing but the twin's
-/// call sits in the `unsafe` block. Use it as the whole body of the
-/// dispatching function: it returns from that function.
+/// A method that runs `twin`, the portable method `portable` compiled
+/// with [`x86_64_v3!`](crate::x86_64_v3), when the CPU has its features
+/// and `portable` itself otherwise; it defines the method and the twin:
+///
+/// ```ignore
+/// lidx_core::x86_64_v3_twin! {
+///     /// The value stored under `key`.
+///     pub fn get(&self, key: &K) -> Option<u64> => get_x86_64_v3, get_portable;
+/// }
+///
+/// #[inline(always)]
+/// fn get_portable(&self, key: &K) -> Option<u64> { /* ... */ }
+/// ```
+///
+/// `portable` should be `#[inline(always)]`, so that the whole path is
+/// compiled with the features. Arguments are passed on by name, so only
+/// the twin's call sits in the `unsafe` block.
 #[macro_export]
-macro_rules! x86_64_v3_dispatch {
-    ($receiver:ident . $twin:ident else $portable:ident ($($arg:ident),*)) => {{
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-        if $crate::cpu::has_x86_64_v3() {
-            // SAFETY: the CPU has every feature the twin is compiled for.
-            return unsafe { $receiver.$twin($($arg),*) };
+macro_rules! x86_64_v3_twin {
+    (
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident $(<$($generic:ident : $bound:path),*>)?
+            (&self $(, $arg:ident : $ty:ty)*) $(-> $ret:ty)?
+            => $twin:ident, $portable:ident;
+    ) => {
+        $(#[$attr])*
+        $vis fn $name $(<$($generic: $bound),*>)? (&self $(, $arg: $ty)*) $(-> $ret)? {
+            #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
+            if $crate::cpu::has_x86_64_v3() {
+                // SAFETY: the CPU has every feature the twin is compiled for.
+                return unsafe { self.$twin($($arg),*) };
+            }
+            self.$portable($($arg),*)
         }
-        $receiver.$portable($($arg),*)
-    }};
+
+        $crate::x86_64_v3! {
+            fn $twin $(<$($generic: $bound),*>)? (&self $(, $arg: $ty)*) $(-> $ret)? {
+                self.$portable($($arg),*)
+            }
+        }
+    };
 }
 
 #[cfg(test)]
@@ -125,19 +136,13 @@ mod tests {
     struct Counter;
 
     impl Counter {
-        crate::x86_64_v3! {
-            fn count_x86_64_v3(&self, keys: &[u64], key: u64) -> usize {
-                count_below(keys, key)
-            }
+        crate::x86_64_v3_twin! {
+            fn count(&self, keys: &[u64], key: u64) -> usize => count_x86_64_v3, count_portable;
         }
 
         #[inline(always)]
         fn count_portable(&self, keys: &[u64], key: u64) -> usize {
             count_below(keys, key)
-        }
-
-        fn count(&self, keys: &[u64], key: u64) -> usize {
-            crate::x86_64_v3_dispatch!(self.count_x86_64_v3 else count_portable(keys, key))
         }
     }
 

@@ -193,25 +193,20 @@ impl<K: Key> Inner<K> {
         unsafe { self.root.load(Ordering::Acquire, guard).deref() }
     }
 
-    /// `get`: array, then `buf`, then `tmp_buf` — the same order puts use,
-    /// so an empty answer means the creating put has not committed (I3).
-    ///
-    /// The whole array path is forced inline: in a large binary (the `lidx`
-    /// bench) the compiler otherwise left it as separate calls, which cost
-    /// a fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
-    #[inline(always)]
-    pub(crate) fn get(&self, key: &K) -> Option<u64> {
-        lidx_core::x86_64_v3_dispatch!(self.get_x86_64_v3 else get_portable(key))
-    }
-
-    lidx_core::x86_64_v3! {
-        /// [`get`](Self::get) compiled for x86-64-v3: the window counts
-        /// take four keys per instruction and the models' clamps select
-        /// without branches. Lognormal 10M `lookup`, 1 thread: 1.65–1.72x
-        /// -> 1.82–2.05x `btreemap` (`docs/results/xindex-session19.md`).
-        fn get_x86_64_v3(&self, key: &K) -> Option<u64> {
-            self.get_portable(key)
-        }
+    lidx_core::x86_64_v3_twin! {
+        /// `get`: array, then `buf`, then `tmp_buf` — the same order puts use,
+        /// so an empty answer means the creating put has not committed (I3).
+        ///
+        /// The whole array path is forced inline: in a large binary (the `lidx`
+        /// bench) the compiler otherwise left it as separate calls, which cost
+        /// a fifth of `get`'s throughput (`docs/results/xindex-session12.md`).
+        ///
+        /// On a CPU with AVX2 the x86-64-v3 build runs, whose window counts
+        /// take four keys per instruction and whose models' clamps select
+        /// without branches. Lognormal 10M `lookup`, 1 thread: 1.65–1.72x ->
+        /// 1.82–2.05x `btreemap` (`docs/results/xindex-session19.md`).
+        #[inline(always)]
+        pub(crate) fn get(&self, key: &K) -> Option<u64> => get_x86_64_v3, get_portable;
     }
 
     /// [`get`](Self::get) for the build's baseline target.
@@ -222,20 +217,14 @@ impl<K: Key> Inner<K> {
         read_in_group(group, key)
     }
 
-    /// `get` of every key of `keys`, appended to `out` in order, in
-    /// software-pipelined batches: each stage (root and slot, group model,
-    /// key search and value) runs for a whole batch before the next, so the
-    /// cache misses of different keys overlap instead of following each
-    /// other. One epoch pin per batch.
-    pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>) {
-        lidx_core::x86_64_v3_dispatch!(self.get_many_x86_64_v3 else get_many_portable(keys, out))
-    }
-
-    lidx_core::x86_64_v3! {
-        /// [`get_many`](Self::get_many) compiled for x86-64-v3.
-        fn get_many_x86_64_v3<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>) {
-            self.get_many_portable(keys, out);
-        }
+    lidx_core::x86_64_v3_twin! {
+        /// `get` of every key of `keys`, appended to `out` in order, in
+        /// software-pipelined batches: each stage (root and slot, group model,
+        /// key search and value) runs for a whole batch before the next, so the
+        /// cache misses of different keys overlap instead of following each
+        /// other. One epoch pin per batch.
+        pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>)
+            => get_many_x86_64_v3, get_many_portable;
     }
 
     /// [`get_many`](Self::get_many) for the build's baseline target.
@@ -264,16 +253,9 @@ impl<K: Key> Inner<K> {
         }
     }
 
-    /// `put` (upsert): returns the previous value.
-    pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> {
-        lidx_core::x86_64_v3_dispatch!(self.put_x86_64_v3 else put_portable(key, word))
-    }
-
-    lidx_core::x86_64_v3! {
-        /// [`put`](Self::put) compiled for x86-64-v3.
-        fn put_x86_64_v3(&self, key: &K, word: u64) -> Option<u64> {
-            self.put_portable(key, word)
-        }
+    lidx_core::x86_64_v3_twin! {
+        /// `put` (upsert): returns the previous value.
+        pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> => put_x86_64_v3, put_portable;
     }
 
     /// [`put`](Self::put) for the build's baseline target.
@@ -315,16 +297,9 @@ impl<K: Key> Inner<K> {
         }
     }
 
-    /// `remove`: returns the removed value.
-    pub(crate) fn remove(&self, key: &K) -> Option<u64> {
-        lidx_core::x86_64_v3_dispatch!(self.remove_x86_64_v3 else remove_portable(key))
-    }
-
-    lidx_core::x86_64_v3! {
-        /// [`remove`](Self::remove) compiled for x86-64-v3.
-        fn remove_x86_64_v3(&self, key: &K) -> Option<u64> {
-            self.remove_portable(key)
-        }
+    lidx_core::x86_64_v3_twin! {
+        /// `remove`: returns the removed value.
+        pub(crate) fn remove(&self, key: &K) -> Option<u64> => remove_x86_64_v3, remove_portable;
     }
 
     /// [`remove`](Self::remove) for the build's baseline target.
