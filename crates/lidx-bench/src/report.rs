@@ -474,15 +474,24 @@ fn ratio_cell(ratio: Option<f64>, wrong: bool) -> String {
 
 fn header_line(h: &Header) -> String {
     format!(
-        "lidx bench — CPU: {}, {} core{}, {}, commit {}; medians of {} repeat{}",
+        "lidx bench — CPU: {}, {} core{}, {}, commit {}; medians of {} repeat{}, {}",
         or_unknown(&h.cpu_model),
         h.cores,
         plural(h.cores as u64),
         or_unknown(&h.rustc),
         or_unknown(&h.git_commit),
         h.repeats,
-        plural(h.repeats as u64)
+        plural(h.repeats as u64),
+        warmup_phrase(h.warmup)
     )
+}
+
+/// How each engine was warmed up before its streams.
+fn warmup_phrase(warmup: usize) -> String {
+    match warmup {
+        0 => "no warm-up".to_owned(),
+        n => format!("{n} warm-up get{} per engine", plural(n as u64)),
+    }
 }
 
 fn legend(results: &Results) -> String {
@@ -772,6 +781,7 @@ fn facts_html(h: &Header, out: &mut String) {
         ("lidx", or_unknown(&h.lidx_version).to_string()),
         ("Started", started),
         ("Repeats", h.repeats.to_string()),
+        ("Warm-up", warmup_phrase(h.warmup)),
         ("Command", or_unknown(&h.command).to_string()),
     ];
     out.push_str("<table class=\"facts\">\n");

@@ -24,6 +24,11 @@ pub struct Header {
     pub command: String,
     /// Number of repeats each figure is the median of.
     pub repeats: usize,
+    /// Warm-up gets each engine answered after its bulk load, before its
+    /// streams ran (`BenchConfig::warmup`). Files written before session 20
+    /// have none: 0.
+    #[serde(default)]
+    pub warmup: usize,
 }
 
 /// One measured (engine, dataset, workload, threads) combination.

@@ -6,9 +6,11 @@
 //! (A, B, C, A, B, C, ...) so that the machine's slow phases hit all engines
 //! alike and ratios stay meaningful on a noisy machine. Each figure in a row
 //! is the median over the repeats. Every answer is checked against the
-//! expectation computed at generation time. Throughput is measured on the
-//! first half of each thread's stream, untimed per operation, and latency
-//! on the second half, sampled (see `throughput_half` for why).
+//! expectation computed at generation time. Before its streams, every
+//! engine answers the same warm-up gets (see [`BenchConfig::warmup`] for
+//! why). Throughput is measured on the first half of each thread's stream,
+//! untimed per operation, and latency on the second half, sampled (see
+//! `throughput_half` for why).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -61,6 +63,23 @@ pub struct BenchConfig {
     pub ops: usize,
     /// Repeats per (engine, workload, threads); figures are medians.
     pub repeat: usize,
+    /// Gets of loaded keys (random, the same for every engine, answers
+    /// checked) that each freshly built engine answers before its streams
+    /// run, split over the worker threads on their pinned CPUs. Untimed.
+    ///
+    /// Without them the throughput half starts on caches that still hold
+    /// the bulk load's traffic, and for a structure larger than the
+    /// last-level cache it measures that cache filling with the structure
+    /// more than the structure itself. Measured on the 1M-key `books` set
+    /// (this machine's last-level cache holds about 8-16 MB; the structures
+    /// take 17 MB), in blocks of 20k random gets right after the load:
+    /// `xindex` 170 ns per get in the first block, steady at about 80 ns
+    /// from the eighth on; `btreemap` 250 ns, steady at about 190 ns from
+    /// the third (`docs/results/xindex-session20.md`). The faster the
+    /// engine, the larger the share of its measurement the cold start
+    /// takes. 0 measures from the bulk load on (the protocol before
+    /// session 20).
+    pub warmup: usize,
     /// Seed for generated keys and workloads.
     pub seed: u64,
     /// CPUs to pin worker threads to (round robin), if any.
@@ -85,6 +104,7 @@ impl Default for BenchConfig {
             threads: vec![1],
             ops: 1_000_000,
             repeat: 3,
+            warmup: 1_000_000,
             seed: 42,
             pin: None,
             data_dir: None,
@@ -186,6 +206,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
             .map_or(0, |d| d.as_secs()),
         command: cfg.command.clone(),
         repeats: cfg.repeat,
+        warmup: cfg.warmup,
     };
 
     let total_runs = (specs.len() * cfg.threads.len() * factories.len() * cfg.repeat) as u64;
@@ -206,6 +227,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
         for &threads in &cfg.threads {
             bar.set_message(format!("{wname}, {threads} thread(s): generating"));
             let prepared = workload::prepare(spec, &keyset.keys, threads, cfg.ops, cfg.seed)?;
+            let warmup = workload::warmup_gets(&prepared.load, cfg.warmup, cfg.seed);
             let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); factories.len()];
             for rep in 0..cfg.repeat {
                 for (i, f) in factories.iter().enumerate() {
@@ -226,7 +248,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
                         bar.inc(1);
                         continue;
                     }
-                    samples[i].push(run_one(f.as_ref(), &prepared, spec.batch(), cfg)?);
+                    samples[i].push(run_one(f.as_ref(), &prepared, &warmup, spec.batch(), cfg)?);
                     bar.inc(1);
                 }
             }
@@ -286,6 +308,7 @@ fn median_u64(it: impl Iterator<Item = u64>) -> u64 {
 fn run_one(
     factory: &dyn EngineFactory,
     prepared: &Prepared,
+    warmup: &[(u64, u64)],
     batch: usize,
     cfg: &BenchConfig,
 ) -> Result<Sample> {
@@ -304,6 +327,7 @@ fn run_one(
     let outcome = execute(
         engine.as_ref(),
         &prepared.streams,
+        warmup,
         batch,
         cfg.pin.as_deref(),
     )
@@ -350,27 +374,33 @@ pub struct Execution {
     /// Per-operation latencies in nanoseconds, sampled in the latency
     /// halves.
     pub histogram: Histogram<u64>,
-    /// Answers that did not match their expectation, in the whole streams.
+    /// Answers that did not match their expectation, in the warm-up and
+    /// the whole streams.
     pub wrong: u64,
 }
 
 /// Runs one stream per thread against `engine` and checks every answer;
 /// with `batch > 1`, runs of gets go to the engine `batch` keys at a time
-/// (`BenchEngine::get_many`). Each stream's first half is timed as a whole
-/// (throughput), its second half per sampled operation (latency).
+/// (`BenchEngine::get_many`). First each thread gets its share of the
+/// `warmup` keys (untimed; each must answer its paired value). Each
+/// stream's first half is timed as a whole (throughput), its second half
+/// per sampled operation (latency).
 pub fn execute(
     engine: &dyn BenchEngine,
     streams: &[Vec<Step>],
+    warmup: &[(u64, u64)],
     batch: usize,
     pin: Option<&[usize]>,
 ) -> Result<Execution> {
     let barrier = Barrier::new(streams.len() + 1);
     let (start, per_thread) = std::thread::scope(|scope| {
+        let share = warmup.len().div_ceil(streams.len().max(1)).max(1);
         let handles: Vec<_> = streams
             .iter()
             .enumerate()
             .map(|(t, stream)| {
                 let barrier = &barrier;
+                let warm = warmup.chunks(share).nth(t).unwrap_or(&[]);
                 scope.spawn(move || -> Result<(Instant, Histogram<u64>, u64, u64)> {
                     if let Some(cpus) = pin.filter(|c| !c.is_empty()) {
                         core_affinity::set_for_current(core_affinity::CoreId {
@@ -378,8 +408,10 @@ pub fn execute(
                         });
                     }
                     let hist = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3);
+                    let warm_wrong = warm_up(engine, warm);
                     // Wait even on error so the other threads are not left hanging.
                     barrier.wait();
+                    let warm_wrong = warm_wrong?;
                     let mut hist = hist.map_err(|e| Error::invalid(format!("histogram: {e}")))?;
                     let (untimed, timed) = stream.split_at(throughput_half(stream.len()));
                     let run = |part: &[Step], hist: Option<&mut Histogram<u64>>| {
@@ -392,7 +424,7 @@ pub fn execute(
                     let (wrong, ops) = run(untimed, None)?;
                     let half_done = Instant::now();
                     let (late_wrong, _) = run(timed, Some(&mut hist))?;
-                    Ok((half_done, hist, wrong + late_wrong, ops))
+                    Ok((half_done, hist, warm_wrong + wrong + late_wrong, ops))
                 })
             })
             .collect();
@@ -427,6 +459,16 @@ pub fn execute(
     })
 }
 
+/// Gets every key of `pairs` and counts the answers that are not its
+/// paired value.
+fn warm_up(engine: &dyn BenchEngine, pairs: &[(u64, u64)]) -> Result<u64> {
+    let mut wrong = 0u64;
+    for &(key, value) in pairs {
+        wrong += u64::from(engine.get(key)? != Some(value));
+    }
+    Ok(wrong)
+}
+
 /// Executes one thread's stream, sampling latencies into `hist` if given;
 /// returns (wrong answers, operations).
 fn run_stream(
@@ -439,8 +481,8 @@ fn run_stream(
     for (i, step) in stream.iter().enumerate() {
         let timed = hist.is_some() && i % LATENCY_SAMPLE_EVERY == 0;
         let t0 = timed.then(Instant::now);
-        let ok = match step.op {
-            Op::Get(k) => check_get(k, engine.get(k)?, step.expect),
+        let ok = match step.op() {
+            Op::Get(k) => check_get(k, engine.get(k)?, step.expect()),
             Op::Insert(k, v) | Op::Update(k, v) => {
                 engine.insert(k, v)?;
                 true
@@ -451,7 +493,7 @@ fn run_stream(
             }
             Op::Scan(k, n) => {
                 engine.scan(k, n as usize, &mut scan_buf)?;
-                check_scan(k, n, &scan_buf, step.expect)
+                check_scan(k, n, &scan_buf, step.expect())
             }
         };
         if let (Some(t0), Some(hist)) = (t0, hist.as_deref_mut()) {
@@ -478,7 +520,7 @@ fn run_batched(
     let every = (LATENCY_SAMPLE_EVERY / batch).max(1);
     for (i, chunk) in stream.chunks(batch).enumerate() {
         keys.clear();
-        keys.extend(chunk.iter().map_while(|step| match step.op {
+        keys.extend(chunk.iter().map_while(|step| match step.op() {
             Op::Get(k) => Some(k),
             _ => None,
         }));
@@ -497,7 +539,7 @@ fn run_batched(
             continue;
         }
         for ((step, &key), &got) in chunk.iter().zip(&keys).zip(&values) {
-            wrong += u64::from(!check_get(key, got, step.expect));
+            wrong += u64::from(!check_get(key, got, step.expect()));
         }
     }
     Ok((wrong, stream.len() as u64))
@@ -544,17 +586,56 @@ mod tests {
         let engine = crate::peers::btreemap::BTreeMapFactory
             .build(&prepared.load, dir.path(), false)
             .unwrap();
-        let run = execute(engine.as_ref(), &prepared.streams, 1, None).unwrap();
+        let run = execute(engine.as_ref(), &prepared.streams, &[], 1, None).unwrap();
         assert_eq!(run.ops, 401);
         // Every 8th of the 400 latency-half operations is timed.
         assert_eq!(run.histogram.len(), 50);
         // Wrong answers count in both halves.
         let mut streams = prepared.streams.clone();
-        streams[0][0].expect = Expect::Value(Some(u64::MAX));
-        streams[0][800].expect = Expect::Value(Some(u64::MAX));
+        streams[0][0].set_expect(Expect::Value(Some(u64::MAX)));
+        streams[0][800].set_expect(Expect::Value(Some(u64::MAX)));
         assert_eq!(
-            execute(engine.as_ref(), &streams, 1, None).unwrap().wrong,
+            execute(engine.as_ref(), &streams, &[], 1, None)
+                .unwrap()
+                .wrong,
             2
+        );
+    }
+
+    #[test]
+    fn warm_up_gets_are_checked_but_not_timed() {
+        let keys: Vec<u64> = (0..3_000u64).map(|i| i * 5 + 1).collect();
+        let prepared = prepare(&"mixed:0.5".parse().unwrap(), &keys, 2, 1_000, 4).unwrap();
+        let warmup = crate::workload::warmup_gets(&prepared.load, 777, 4);
+        assert_eq!(warmup.len(), 777);
+        assert!(
+            warmup
+                .iter()
+                .all(|pair| prepared.load.binary_search(pair).is_ok())
+        );
+        assert_eq!(warmup, crate::workload::warmup_gets(&prepared.load, 777, 4));
+        assert!(crate::workload::warmup_gets(&[], 10, 4).is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::engines::xindex::XIndexFactory
+            .build(&prepared.load, dir.path(), true)
+            .unwrap();
+        let run = execute(engine.as_ref(), &prepared.streams, &warmup, 1, None).unwrap();
+        assert_eq!(run.wrong, 0);
+        // Only the streams' throughput halves count as operations.
+        assert_eq!(run.ops, 500);
+        // A warm-up answer that differs from the loaded value is wrong, on
+        // whichever thread's share it falls (the last one here).
+        let mut bad = warmup.clone();
+        bad[776].1 ^= 1;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::engines::xindex::XIndexFactory
+            .build(&prepared.load, dir.path(), true)
+            .unwrap();
+        assert_eq!(
+            execute(engine.as_ref(), &prepared.streams, &bad, 1, None)
+                .unwrap()
+                .wrong,
+            1
         );
     }
 
@@ -571,7 +652,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let engine = factory.build(&prepared.load, dir.path(), false).unwrap();
             for batch in [spec.batch(), 1, 7] {
-                let run = execute(engine.as_ref(), &prepared.streams, batch, None).unwrap();
+                let run = execute(engine.as_ref(), &prepared.streams, &[], batch, None).unwrap();
                 // The throughput halves of two 500-op streams.
                 assert_eq!(run.ops, 500);
                 assert_eq!(run.wrong, 0, "{} batch {batch}", factory.info().name);
@@ -580,13 +661,15 @@ mod tests {
         }
         // A wrong answer inside a batch is counted.
         let mut streams = prepared.streams.clone();
-        streams[0][3].expect = crate::workload::Expect::Value(Some(1));
+        streams[0][3].set_expect(crate::workload::Expect::Value(Some(1)));
         let dir = tempfile::tempdir().unwrap();
         let engine = crate::peers::btreemap::BTreeMapFactory
             .build(&prepared.load, dir.path(), false)
             .unwrap();
         assert_eq!(
-            execute(engine.as_ref(), &streams, 16, None).unwrap().wrong,
+            execute(engine.as_ref(), &streams, &[], 16, None)
+                .unwrap()
+                .wrong,
             1
         );
     }

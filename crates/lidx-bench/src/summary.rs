@@ -159,6 +159,7 @@ mod tests {
             started_unix: 0,
             command: "lidx bench".into(),
             repeats: 1,
+            warmup: 0,
         }
     }
 

@@ -363,13 +363,131 @@ impl FromStr for WorkloadSpec {
     }
 }
 
-/// One operation and the answer it must produce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One operation and the answer it must produce, packed into 24 bytes.
+///
+/// The runner reads a thread's stream while it measures, so the stream's
+/// size per operation is cache traffic that competes with the engine's own
+/// data. As a pair of enums a step took 48 bytes; with the index's data
+/// just filling the last-level cache, streaming 48 bytes per lookup cost
+/// `xindex` 12-15% of its lookup speed and `btreemap` about 5% against a
+/// stream of bare 8-byte keys (`docs/results/xindex-session20.md`).
+/// Packed, it carries the key, one 64-bit word (a write's value, a get's
+/// expected value or a scan's expected first key) and, for scans, the two
+/// lengths.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Step {
+    key: u64,
+    word: u64,
+    /// A scan's `n`.
+    n: u16,
+    /// `Expect::ScanFirst::len`.
+    len: u16,
+    op: OpKind,
+    expect: ExpectKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum OpKind {
+    Get,
+    Insert,
+    Update,
+    Remove,
+    Scan,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum ExpectKind {
+    Nothing,
+    Absent,
+    Value,
+    Consistent,
+    ScanFirst,
+}
+
+const _: () = assert!(SCAN_LEN <= u16::MAX as u32 && std::mem::size_of::<Step>() == 24);
+
+impl Step {
+    /// Packs `op` and its expectation.
+    ///
+    /// # Panics
+    ///
+    /// If a write comes with an expectation that carries a value (writes'
+    /// answers are not checked: `Nothing` or `Consistent`), or a scan or
+    /// its expectation is longer than `u16::MAX` records. The generators
+    /// never make either (scans are at most [`SCAN_LEN`] long).
+    pub fn new(op: Op, expect: Expect) -> Step {
+        let (kind, key, op_word, n) = match op {
+            Op::Get(k) => (OpKind::Get, k, None, 0),
+            Op::Insert(k, v) => (OpKind::Insert, k, Some(v), 0),
+            Op::Update(k, v) => (OpKind::Update, k, Some(v), 0),
+            Op::Remove(k) => (OpKind::Remove, k, None, 0),
+            Op::Scan(k, n) => (OpKind::Scan, k, None, n),
+        };
+        let mut step = Step {
+            key,
+            word: op_word.unwrap_or(0),
+            n: u16::try_from(n).expect("scans are at most SCAN_LEN long"),
+            len: 0,
+            op: kind,
+            expect: ExpectKind::Nothing,
+        };
+        step.set_expect(expect);
+        step
+    }
+
     /// The operation.
-    pub op: Op,
+    pub fn op(&self) -> Op {
+        match self.op {
+            OpKind::Get => Op::Get(self.key),
+            OpKind::Insert => Op::Insert(self.key, self.word),
+            OpKind::Update => Op::Update(self.key, self.word),
+            OpKind::Remove => Op::Remove(self.key),
+            OpKind::Scan => Op::Scan(self.key, u32::from(self.n)),
+        }
+    }
+
     /// What its answer must satisfy.
-    pub expect: Expect,
+    pub fn expect(&self) -> Expect {
+        match self.expect {
+            ExpectKind::Nothing => Expect::Nothing,
+            ExpectKind::Absent => Expect::Value(None),
+            ExpectKind::Value => Expect::Value(Some(self.word)),
+            ExpectKind::Consistent => Expect::Consistent,
+            ExpectKind::ScanFirst => Expect::ScanFirst {
+                len: u32::from(self.len),
+                first: self.word,
+            },
+        }
+    }
+
+    /// Replaces the expectation (see [`new`](Self::new) for which fit).
+    pub fn set_expect(&mut self, expect: Expect) {
+        let writes = matches!(self.op, OpKind::Insert | OpKind::Update);
+        let (kind, word, len) = match expect {
+            Expect::Nothing => (ExpectKind::Nothing, None, 0),
+            Expect::Value(None) => (ExpectKind::Absent, None, 0),
+            Expect::Value(Some(v)) => (ExpectKind::Value, Some(v), 0),
+            Expect::Consistent => (ExpectKind::Consistent, None, 0),
+            Expect::ScanFirst { len, first } => (ExpectKind::ScanFirst, Some(first), len),
+        };
+        if let Some(word) = word {
+            assert!(!writes, "a write's expectation carries no value");
+            self.word = word;
+        }
+        self.len = u16::try_from(len).expect("scans are at most SCAN_LEN long");
+        self.expect = kind;
+    }
+}
+
+impl fmt::Debug for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Step")
+            .field("op", &self.op())
+            .field("expect", &self.expect())
+            .finish()
+    }
 }
 
 /// A workload ready to run: what to bulk-load and what each thread does.
@@ -381,6 +499,19 @@ pub struct Prepared {
     pub streams: Vec<Vec<Step>>,
     /// Whether any stream writes.
     pub writes: bool,
+}
+
+/// `count` loaded pairs drawn uniformly at random (with repeats) from
+/// `load`, deterministically from `seed`: the gets that warm an engine up
+/// after its bulk load, before its streams run. Empty if `load` is.
+pub fn warmup_gets(load: &[(u64, u64)], count: usize, seed: u64) -> Vec<(u64, u64)> {
+    if load.is_empty() {
+        return Vec::new();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7761_726d_7570);
+    (0..count)
+        .map(|_| load[rng.random_range(0..load.len())])
+        .collect()
 }
 
 /// Generates the bulk load and the per-thread streams of `spec` over
@@ -429,13 +560,13 @@ pub fn prepare(
         WorkloadSpec::Scan | WorkloadSpec::Aulid(Aulid::W2) => {
             read_only(keys, threads, per, rng, |rng| {
                 let i = rng.random_range(0..n);
-                Step {
-                    op: Op::Scan(keys[i], SCAN_LEN),
-                    expect: Expect::ScanFirst {
+                Step::new(
+                    Op::Scan(keys[i], SCAN_LEN),
+                    Expect::ScanFirst {
                         len: SCAN_LEN.min((n - i) as u32),
                         first: keys[i],
                     },
-                }
+                )
             })
         }
         WorkloadSpec::LookupMiss => {
@@ -514,10 +645,7 @@ fn expected(ops: usize, fraction: f64) -> usize {
 }
 
 fn get_exact(key: u64, value: Option<u64>) -> Step {
-    Step {
-        op: Op::Get(key),
-        expect: Expect::Value(value),
-    }
+    Step::new(Op::Get(key), Expect::Value(value))
 }
 
 /// Read-only workloads need no simulated state: every stream just draws.
@@ -857,7 +985,7 @@ impl<'k> Gen<'k> {
     }
 
     fn push(&mut self, t: usize, op: Op, expect: Expect, aux: (u32, u32)) {
-        self.streams[t].push(Step { op, expect });
+        self.streams[t].push(Step::new(op, expect));
         if let Some(a) = &mut self.aux {
             a[t].push(aux);
         }
@@ -1070,7 +1198,7 @@ impl<'k> Gen<'k> {
                     let contested = (a..=b)
                         .any(|i| i as usize % self.threads != t && self.version[i as usize] != 0);
                     if contested {
-                        step.expect = Expect::Consistent;
+                        step.set_expect(Expect::Consistent);
                     }
                 }
             }
@@ -1290,6 +1418,54 @@ fn shift(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steps_unpack_to_what_was_packed() {
+        let reads = [
+            Expect::Nothing,
+            Expect::Value(None),
+            Expect::Value(Some(0)),
+            Expect::Value(Some(u64::MAX)),
+            Expect::Consistent,
+            Expect::ScanFirst { len: 0, first: 0 },
+            Expect::ScanFirst {
+                len: SCAN_LEN,
+                first: u64::MAX,
+            },
+        ];
+        for key in [0, 7, u64::MAX] {
+            for op in [
+                Op::Get(key),
+                Op::Remove(key),
+                Op::Scan(key, 0),
+                Op::Scan(key, SCAN_LEN),
+            ] {
+                for expect in reads {
+                    let step = Step::new(op, expect);
+                    assert_eq!((step.op(), step.expect()), (op, expect));
+                }
+            }
+            for op in [Op::Insert(key, u64::MAX), Op::Update(key, 3)] {
+                for expect in [Expect::Nothing, Expect::Consistent] {
+                    let mut step = Step::new(op, expect);
+                    assert_eq!((step.op(), step.expect()), (op, expect));
+                    step.set_expect(Expect::Consistent);
+                    assert_eq!((step.op(), step.expect()), (op, Expect::Consistent));
+                }
+            }
+        }
+        // Replacing a get's expectation keeps its key.
+        let mut step = Step::new(Op::Get(5), Expect::Value(Some(6)));
+        step.set_expect(Expect::Consistent);
+        assert_eq!((step.op(), step.expect()), (Op::Get(5), Expect::Consistent));
+        assert!(format!("{step:?}").contains("Get(5)"));
+    }
+
+    #[test]
+    #[should_panic(expected = "carries no value")]
+    fn a_write_cannot_carry_an_expected_value() {
+        let _ = Step::new(Op::Insert(1, 2), Expect::Value(Some(3)));
+    }
 
     #[test]
     fn step_stays_small() {

@@ -36,6 +36,7 @@ fn header() -> Header {
         started_unix: 1_700_000_000,
         command: "lidx bench --engines lidx,btree".to_string(),
         repeats: 5,
+        warmup: 100_000,
     }
 }
 

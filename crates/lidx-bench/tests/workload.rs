@@ -39,10 +39,10 @@ fn replay(p: &Prepared, schedule: &[usize]) -> BTreeMap<u64, u64> {
         let step = p.streams[t][next[t]];
         next[t] += 1;
         let at = format!("thread {t} step {}: {step:?}", next[t] - 1);
-        match step.op {
+        match step.op() {
             Op::Get(k) => {
                 let got = map.get(&k).copied();
-                match step.expect {
+                match step.expect() {
                     Expect::Value(v) => assert_eq!(got, v, "{at}"),
                     Expect::Consistent => {
                         assert!(got.is_none_or(|v| value_matches_key(k, v)), "{at}")
@@ -57,7 +57,7 @@ fn replay(p: &Prepared, schedule: &[usize]) -> BTreeMap<u64, u64> {
                     .map(|(&k, &v)| (k, v))
                     .collect();
                 assert!(got.iter().all(|&(k, v)| value_matches_key(k, v)), "{at}");
-                match step.expect {
+                match step.expect() {
                     Expect::ScanFirst { len, first } => {
                         assert_eq!(got.len(), len as usize, "{at}");
                         if len > 0 {
@@ -70,16 +70,16 @@ fn replay(p: &Prepared, schedule: &[usize]) -> BTreeMap<u64, u64> {
             }
             Op::Insert(k, v) => {
                 assert!(value_matches_key(k, v), "{at}");
-                assert_eq!(step.expect, Expect::Nothing);
+                assert_eq!(step.expect(), Expect::Nothing);
                 map.insert(k, v);
             }
             Op::Update(k, v) => {
                 assert!(value_matches_key(k, v), "{at}");
-                assert_eq!(step.expect, Expect::Nothing);
+                assert_eq!(step.expect(), Expect::Nothing);
                 assert!(map.insert(k, v).is_some(), "{at}: update of an absent key");
             }
             Op::Remove(k) => {
-                assert_eq!(step.expect, Expect::Nothing);
+                assert_eq!(step.expect(), Expect::Nothing);
                 assert!(map.remove(&k).is_some(), "{at}: remove of an absent key");
             }
         }
@@ -129,7 +129,7 @@ fn write_key(op: Op) -> Option<u64> {
 }
 
 fn count(stream: &[Step], pred: impl Fn(&Op) -> bool) -> usize {
-    stream.iter().filter(|s| pred(&s.op)).count()
+    stream.iter().filter(|s| pred(&s.op())).count()
 }
 
 #[test]
@@ -161,7 +161,7 @@ fn every_spec_prepares_with_equal_streams() {
                 .streams
                 .iter()
                 .flatten()
-                .filter(|st| write_key(st.op).is_some())
+                .filter(|st| write_key(st.op()).is_some())
                 .count();
             assert_eq!(writes > 0, s.is_write(), "{s}: writes {writes}");
         }
@@ -191,7 +191,7 @@ fn single_thread_expectations_are_exact_and_hold() {
             assert!(
                 p.streams[0]
                     .iter()
-                    .all(|st| st.expect != Expect::Consistent),
+                    .all(|st| st.expect() != Expect::Consistent),
                 "{s}: Consistent with one thread"
             );
             replay(&p, &sequential(&p));
@@ -208,7 +208,7 @@ fn multi_thread_ownership_and_expectations() {
             let writes: Vec<HashSet<u64>> = p
                 .streams
                 .iter()
-                .map(|st| st.iter().filter_map(|x| write_key(x.op)).collect())
+                .map(|st| st.iter().filter_map(|x| write_key(x.op())).collect())
                 .collect();
             for a in 0..threads {
                 for b in a + 1..threads {
@@ -223,7 +223,7 @@ fn multi_thread_ownership_and_expectations() {
             let mut consistent = 0;
             for (t, st) in p.streams.iter().enumerate() {
                 for x in st {
-                    match (x.op, x.expect) {
+                    match (x.op(), x.expect()) {
                         (Op::Get(key), Expect::Consistent) => {
                             consistent += 1;
                             assert!(foreign(t, key), "{s}: needless Consistent for {key}");
@@ -280,7 +280,7 @@ fn mixed_proportions() {
     let dataset: HashSet<u64> = k.iter().copied().collect();
     let fresh = st
         .iter()
-        .filter_map(|x| match x.op {
+        .filter_map(|x| match x.op() {
             Op::Insert(k, _) => Some(k),
             _ => None,
         })
@@ -289,7 +289,7 @@ fn mixed_proportions() {
     assert!(fresh > 0);
     assert!(
         st.iter()
-            .filter_map(|x| write_key(x.op))
+            .filter_map(|x| write_key(x.op()))
             .all(|k| dataset.contains(&k))
     );
     assert!(p.load.len() < k.len() && p.load.len() > k.len() / 2);
@@ -328,7 +328,7 @@ fn aulid_proportions() {
     assert!(
         w2.streams[0]
             .iter()
-            .all(|x| matches!(x.op, Op::Scan(_, 100)))
+            .all(|x| matches!(x.op(), Op::Scan(_, 100)))
     );
 }
 
@@ -359,7 +359,7 @@ fn ycsb_proportions() {
     assert!((frac(&e, |o| matches!(o, Op::Scan(..))) - 0.95).abs() < 0.01);
     let lens: Vec<u32> = e.streams[0]
         .iter()
-        .filter_map(|x| match x.op {
+        .filter_map(|x| match x.op() {
             Op::Scan(_, n) => Some(n),
             _ => None,
         })
@@ -375,8 +375,8 @@ fn ycsb_proportions() {
     let upd = frac(&f, |o| matches!(o, Op::Update(..)));
     assert!((upd - 1.0 / 3.0).abs() < 0.01, "{upd}");
     for w in st.windows(2) {
-        if let Op::Update(k, _) = w[1].op {
-            assert_eq!(w[0].op, Op::Get(k), "update not preceded by its read");
+        if let Op::Update(k, _) = w[1].op() {
+            assert_eq!(w[0].op(), Op::Get(k), "update not preceded by its read");
         }
     }
 }
@@ -387,7 +387,7 @@ fn zipf_reads_are_skewed_and_scattered() {
     let p = prepare(&spec("lookup:zipf"), &k, 1, 200_000, 4).unwrap();
     let mut freq: BTreeMap<u64, usize> = BTreeMap::new();
     for x in &p.streams[0] {
-        if let Op::Get(key) = x.op {
+        if let Op::Get(key) = x.op() {
             *freq.entry(key).or_default() += 1;
         }
     }
@@ -409,7 +409,7 @@ fn zipf_reads_are_skewed_and_scattered() {
     let u = prepare(&spec("lookup"), &k, 1, 200_000, 4).unwrap();
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
     for x in &u.streams[0] {
-        if let Op::Get(key) = x.op {
+        if let Op::Get(key) = x.op() {
             *seen.entry(key).or_default() += 1;
         }
     }
@@ -425,7 +425,7 @@ fn latest_favours_recent_inserts() {
     let inserted = count(st, |o| matches!(o, Op::Insert(..)));
     let fresh_reads = st
         .iter()
-        .filter(|x| matches!(x.op, Op::Get(k) if !loaded.contains(&k)))
+        .filter(|x| matches!(x.op(), Op::Get(k) if !loaded.contains(&k)))
         .count();
     let reads = count(st, |o| matches!(o, Op::Get(_)));
     // Fresh keys are ~10 % of the keys but draw far more of the reads.
@@ -445,11 +445,11 @@ fn misses_are_absent_and_spread() {
     let (lo, hi) = (k[0], k[k.len() - 1]);
     let mut inside = 0;
     for x in p.streams.iter().flatten() {
-        let Op::Get(key) = x.op else {
+        let Op::Get(key) = x.op() else {
             panic!("not a get")
         };
         assert!(!set.contains(&key));
-        assert_eq!(x.expect, Expect::Value(None));
+        assert_eq!(x.expect(), Expect::Value(None));
         inside += usize::from(key > lo && key < hi);
     }
     assert!(inside > 19_000, "misses should fall between keys: {inside}");
@@ -459,7 +459,7 @@ fn misses_are_absent_and_spread() {
     assert!(
         p.streams[0]
             .iter()
-            .all(|x| matches!(x.op, Op::Get(k) if !(1000..2000).contains(&k)))
+            .all(|x| matches!(x.op(), Op::Get(k) if !(1000..2000).contains(&k)))
     );
 }
 
@@ -469,11 +469,11 @@ fn scans_are_100_records_from_existing_keys() {
     let p = prepare(&spec("scan"), &k, 1, 5000, 7).unwrap();
     let mut short = 0;
     for x in &p.streams[0] {
-        let Op::Scan(start, 100) = x.op else {
+        let Op::Scan(start, 100) = x.op() else {
             panic!("{x:?}")
         };
         let i = k.binary_search(&start).expect("start is an existing key");
-        let Expect::ScanFirst { len, first } = x.expect else {
+        let Expect::ScanFirst { len, first } = x.expect() else {
             panic!()
         };
         assert_eq!(first, start);
@@ -492,12 +492,12 @@ fn oscillate_has_read_write_read_phases_over_the_hotspot() {
     let hot_end = k[k.len() / 10];
     for (i, x) in st.iter().enumerate() {
         if i < third || i >= 2 * third {
-            let Op::Scan(start, 100) = x.op else {
+            let Op::Scan(start, 100) = x.op() else {
                 panic!("{i}: {x:?}")
             };
             assert!(start < hot_end, "scan outside the hotspot");
         } else {
-            assert!(write_key(x.op).is_some(), "{i}: {x:?}");
+            assert!(write_key(x.op()).is_some(), "{i}: {x:?}");
         }
     }
     let mid = &st[third..2 * third];
@@ -506,7 +506,7 @@ fn oscillate_has_read_write_read_phases_over_the_hotspot() {
     // Writes reach the whole key space, not just the hotspot.
     assert!(
         mid.iter()
-            .any(|x| write_key(x.op).unwrap() > k[k.len() / 2])
+            .any(|x| write_key(x.op()).unwrap() > k[k.len() / 2])
     );
 }
 
@@ -534,7 +534,7 @@ fn shift_replaces_every_key() {
             assert!((reads - 0.9).abs() < 0.05, "{reads}");
             assert!(
                 part.iter()
-                    .all(|x| !matches!(x.op, Op::Insert(..) | Op::Remove(_)))
+                    .all(|x| !matches!(x.op(), Op::Insert(..) | Op::Remove(_)))
             );
         }
     }
@@ -607,7 +607,7 @@ proptest! {
         prop_assert_eq!(p.streams.len(), threads);
         replay(&p, &shuffled(&p, seed));
         if threads == 1 {
-            prop_assert!(p.streams[0].iter().all(|x| x.expect != Expect::Consistent));
+            prop_assert!(p.streams[0].iter().all(|x| x.expect() != Expect::Consistent));
         }
     }
 }
