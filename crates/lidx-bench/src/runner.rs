@@ -464,7 +464,11 @@ pub fn execute(
 fn warm_up(engine: &dyn BenchEngine, pairs: &[(u64, u64)]) -> Result<u64> {
     let mut wrong = 0u64;
     for &(key, value) in pairs {
-        wrong += u64::from(engine.get(key)? != Some(value));
+        wrong += u64::from(!check_get(
+            key,
+            engine.get(key)?,
+            Expect::Value(Some(value)),
+        ));
     }
     Ok(wrong)
 }
@@ -615,11 +619,14 @@ mod tests {
         );
         assert_eq!(warmup, crate::workload::warmup_gets(&prepared.load, 777, 4));
         assert!(crate::workload::warmup_gets(&[], 10, 4).is_empty());
+        // The streams write, so every run starts from a fresh bulk load.
         let dir = tempfile::tempdir().unwrap();
-        let engine = crate::engines::xindex::XIndexFactory
-            .build(&prepared.load, dir.path(), true)
-            .unwrap();
-        let run = execute(engine.as_ref(), &prepared.streams, &warmup, 1, None).unwrap();
+        let fresh = || {
+            crate::engines::xindex::XIndexFactory
+                .build(&prepared.load, dir.path(), true)
+                .unwrap()
+        };
+        let run = execute(fresh().as_ref(), &prepared.streams, &warmup, 1, None).unwrap();
         assert_eq!(run.wrong, 0);
         // Only the streams' throughput halves count as operations.
         assert_eq!(run.ops, 500);
@@ -627,12 +634,8 @@ mod tests {
         // whichever thread's share it falls (the last one here).
         let mut bad = warmup.clone();
         bad[776].1 ^= 1;
-        let dir = tempfile::tempdir().unwrap();
-        let engine = crate::engines::xindex::XIndexFactory
-            .build(&prepared.load, dir.path(), true)
-            .unwrap();
         assert_eq!(
-            execute(engine.as_ref(), &prepared.streams, &bad, 1, None)
+            execute(fresh().as_ref(), &prepared.streams, &bad, 1, None)
                 .unwrap()
                 .wrong,
             1
