@@ -13,6 +13,7 @@ pub mod background;
 pub mod checksum;
 pub mod cpu;
 pub mod error;
+pub mod huge_pages;
 pub mod key;
 pub mod keyset;
 pub mod model;

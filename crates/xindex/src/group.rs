@@ -27,6 +27,7 @@ use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_lines, prefetch_slice};
 use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
+use crate::pages::{Pages, Span, SpanView};
 use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
 use crate::tail::Tail;
 
@@ -35,19 +36,25 @@ use crate::tail::Tail;
 pub(crate) struct Records<K> {
     /// Shared with every group node over these records, which keeps its
     /// own handle so a lookup skips one pointer hop.
-    pub(crate) keys: Arc<[K]>,
-    pub(crate) cells: Arc<[CellBlock]>,
+    pub(crate) keys: Span<K>,
+    pub(crate) cells: Span<CellBlock>,
     pub(crate) tail: Option<Tail<K>>,
     /// Records removed since this array was built: a compaction trigger.
     pub(crate) removed: AtomicUsize,
 }
 
 impl<K: Ord + Clone> Records<K> {
-    fn new(keys: Vec<K>, cells: Vec<CellBlock>, tail_capacity: usize, tail_open: bool) -> Self {
+    fn new(
+        pages: &Pages,
+        keys: Vec<K>,
+        cells: Vec<CellBlock>,
+        tail_capacity: usize,
+        tail_open: bool,
+    ) -> Self {
         debug_assert_eq!(keys.len().div_ceil(SLOTS), cells.len());
         Records {
-            keys: keys.into(),
-            cells: cells.into(),
+            keys: pages.store(keys),
+            cells: pages.store(cells),
             tail: (tail_capacity > 0).then(|| Tail::new(tail_capacity, tail_open)),
             removed: AtomicUsize::new(0),
         }
@@ -366,9 +373,9 @@ pub(crate) struct Group<K> {
     /// The next group in key order when the root does not index it yet.
     pub(crate) next: Atomic<Group<K>>,
     /// `records.keys`, held here too.
-    keys: Arc<[K]>,
+    keys: SpanView<K>,
     /// `records.cells`, held here too.
-    cells: Arc<[CellBlock]>,
+    cells: SpanView<CellBlock>,
     router: Router<K>,
     /// Whether `records` has a tail, held here so that a lookup or insert
     /// missing the array need not load the shared `Records` to find out.
@@ -389,6 +396,7 @@ impl<K: Key> Group<K> {
     /// A group over live records (bulk load), with the fewest models
     /// (up to `max_models`) that keep every error within `error_bound`.
     pub(crate) fn from_values(
+        pages: &Pages,
         pivot: Option<K>,
         keys: Vec<K>,
         words: Vec<u64>,
@@ -397,11 +405,12 @@ impl<K: Key> Group<K> {
         tail_capacity: usize,
     ) -> Self {
         let (models, _) = fewest_models(&keys, error_bound, max_models);
-        Self::with_models(pivot, keys, words, models, tail_capacity)
+        Self::with_models(pages, pivot, keys, words, models, tail_capacity)
     }
 
     /// A group over live records with already fitted `models`.
     pub(crate) fn with_models(
+        pages: &Pages,
         pivot: Option<K>,
         keys: Vec<K>,
         words: Vec<u64>,
@@ -409,7 +418,7 @@ impl<K: Key> Group<K> {
         tail_capacity: usize,
     ) -> Self {
         let cells = CellBlock::live(&words);
-        let records = Records::new(keys, cells, tail_capacity, true);
+        let records = Records::new(pages, keys, cells, tail_capacity, true);
         Self::assemble(pivot, Arc::new(records), models, Arc::new(Delta::new()))
     }
 
@@ -422,8 +431,11 @@ impl<K: Key> Group<K> {
     ) -> Self {
         Group {
             next: Atomic::null(),
-            keys: Arc::clone(&records.keys),
-            cells: Arc::clone(&records.cells),
+            // SAFETY: the node owns `records` (through the `Arc`) and
+            // never replaces it, so the arrays outlive the views.
+            keys: unsafe { SpanView::of(&records.keys) },
+            // SAFETY: as for `keys`.
+            cells: unsafe { SpanView::of(&records.cells) },
             router: Router::new(&records.keys, &models),
             has_tail: records.tail.is_some(),
             pivot,
@@ -444,6 +456,7 @@ impl<K: Key> Group<K> {
     /// resolved all pointers and every thread that may have read a pointer
     /// has finished (see [`CellBlock::pointing_to`]).
     pub(crate) unsafe fn from_pointers(
+        pages: &Pages,
         pivot: Option<K>,
         merged: Vec<(K, Record<'_>)>,
         model_count: usize,
@@ -454,7 +467,7 @@ impl<K: Key> Group<K> {
         // SAFETY: forwarded from this function's contract.
         let cells = unsafe { CellBlock::pointing_to(&targets) };
         let models = fit_models(&keys, model_count);
-        let records = Records::new(keys, cells, tail_capacity, false);
+        let records = Records::new(pages, keys, cells, tail_capacity, false);
         Self::assemble(pivot, Arc::new(records), models, buf)
     }
 
@@ -809,7 +822,15 @@ mod tests {
     fn router_fits_its_own_segments_where_the_models_miss_the_window() {
         let keys = noisy_keys(2000, 7);
         let n = keys.len();
-        let g = Group::from_values(None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+        let g = Group::from_values(
+            &Pages::new(),
+            None,
+            keys.clone(),
+            (0..n as u64).collect(),
+            32,
+            4,
+            0,
+        );
         let paper = Router::from_models(&g.models).expect("4 models fit");
         let mut paper = paper;
         let (paper_outside, _) = paper.score(&keys);
@@ -829,7 +850,7 @@ mod tests {
     #[test]
     fn router_keeps_the_paper_models_when_they_hit_the_window() {
         let keys: Vec<u64> = (0..3000u64).map(|i| i * 10).collect();
-        let g = Group::from_values(None, keys, (0..3000).collect(), 32, 4, 0);
+        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, 0);
         assert_eq!(g.router.count, g.models.len());
         assert_eq!(router_errors(&g), 0);
     }
@@ -838,7 +859,15 @@ mod tests {
     fn router_serves_keys_outside_its_segments() {
         let keys = noisy_keys(500, 3);
         let n = keys.len();
-        let g = Group::from_values(Some(0), keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+        let g = Group::from_values(
+            &Pages::new(),
+            Some(0),
+            keys.clone(),
+            (0..n as u64).collect(),
+            32,
+            4,
+            0,
+        );
         // Below the first key, above the last, and the extremes.
         for probe in [0, 1, keys[0] - 1, keys[n - 1] + 1, u64::MAX] {
             assert_eq!(g.lower_bound(&probe), keys.partition_point(|k| *k < probe));
@@ -854,14 +883,14 @@ mod tests {
             probes in proptest::collection::vec(any::<u64>(), 1..20),
         ) {
             let keys = noisy_keys(n, seed);
-            let g = Group::from_values(None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
             router_errors(&g);
             for p in probes.iter().chain(keys.iter()) {
                 prop_assert_eq!(g.lower_bound(p), keys.partition_point(|k| k < p));
             }
             // String keys take the router's comparison loop and gallop.
             let strings: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
-            let gs = Group::from_values(None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
             for p in probes.iter().chain(keys.iter()) {
                 let ps = p.to_be_bytes().to_vec();
                 prop_assert_eq!(gs.lower_bound(&ps), strings.partition_point(|k| *k < ps));
@@ -873,7 +902,7 @@ mod tests {
     fn models_split_data_evenly_and_find_everything() {
         let keys: Vec<u64> = (0..1000u64).map(|i| i * i).collect();
         let words: Vec<u64> = (0..1000).collect();
-        let g = Group::from_values(None, keys.clone(), words, 8, 4, 0);
+        let g = Group::from_values(&Pages::new(), None, keys.clone(), words, 8, 4, 0);
         assert!(g.models.len() > 1 && g.models.len() <= 4);
         assert_eq!(g.models.iter().map(|m| m.len).sum::<usize>(), 1000);
         for (i, k) in keys.iter().enumerate() {
@@ -887,7 +916,7 @@ mod tests {
 
     #[test]
     fn empty_group_finds_nothing() {
-        let g = Group::<u64>::from_values(None, vec![], vec![], 32, 4, 0);
+        let g = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, 0);
         assert_eq!(g.models.len(), 1);
         assert_eq!(g.find(&7), None);
         assert_eq!(g.first_index(Bound::Unbounded, 0), 0);
@@ -895,7 +924,15 @@ mod tests {
 
     #[test]
     fn tail_records_follow_the_array() {
-        let g = Group::from_values(None, vec![10u64, 20, 30], vec![1, 2, 3], 32, 4, 4);
+        let g = Group::from_values(
+            &Pages::new(),
+            None,
+            vec![10u64, 20, 30],
+            vec![1, 2, 3],
+            32,
+            4,
+            4,
+        );
         let tail = g.tail_for(&35).expect("35 is above the array");
         assert!(g.tail_for(&25).is_none());
         assert!(tail.try_append(&35, 4));
@@ -926,7 +963,7 @@ mod tests {
             let models = fit_models(&keys, count);
             let n = keys.len();
             let words = (0..n as u64).collect();
-            let g = Group::with_models(None, keys.clone(), words, models, 0);
+            let g = Group::with_models(&Pages::new(), None, keys.clone(), words, models, 0);
             prop_assert!(g.router.count > 0 || g.models.len() > ROUTER_SEGMENTS);
             for p in probes.iter().chain(keys.iter()) {
                 let expect = keys.partition_point(|k| k < p);
@@ -950,10 +987,10 @@ mod tests {
             keys.sort_unstable();
             keys.dedup();
             let n = keys.len();
-            let g = Group::from_values(None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
             // The same keys as byte strings take the galloping path.
             let strings: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
-            let gs = Group::from_values(None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
             for p in &probes {
                 let expect = keys.partition_point(|k| k < p);
                 let ps = p.to_be_bytes().to_vec();

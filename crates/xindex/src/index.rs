@@ -14,10 +14,12 @@ use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::Config;
-use crate::group::{Group, fewest_models};
+use crate::group::{Group, SubModel, fewest_models};
 use crate::inner::Inner;
 use crate::maintenance::Pass;
+use crate::pages::{Pages, reserved_bytes};
 use crate::reclaim::Reclaimer;
+use crate::record::{CellBlock, SLOTS};
 use crate::root::Root;
 use crate::stats::{GroupStats, Stats};
 use crate::value::Value;
@@ -73,10 +75,18 @@ impl<K: Key, V: Value> XIndex<K, V> {
         let len = pairs.len();
         let reclaimer = Reclaimer::new();
         let guard = reclaimer.pin();
-        let mut groups = Vec::new();
-        let mut chunks = pairs.chunks(config.initial_group_size).peekable();
-        if chunks.peek().is_none() {
+        let pages = Pages::new();
+        let mut plans = Vec::new();
+        for (i, chunk) in pairs.chunks(config.initial_group_size).enumerate() {
+            plans.extend(settled_groups(chunk, &config, i == 0));
+        }
+        // Every array in one region, sized to fit: a fresh index's arrays
+        // then share huge pages and waste none.
+        pages.reserve(plans.iter().map(GroupPlan::bytes).sum());
+        let mut groups = Vec::with_capacity(plans.len().max(1));
+        if plans.is_empty() {
             let empty = Group::from_values(
+                &pages,
                 None,
                 Vec::new(),
                 Vec::new(),
@@ -86,11 +96,17 @@ impl<K: Key, V: Value> XIndex<K, V> {
             );
             groups.push(Owned::new(empty).into_shared(&guard));
         }
-        for chunk in chunks {
-            for (pivot, group) in settled_groups(chunk, &config, groups.is_empty()) {
-                debug_assert_eq!(pivot.is_none(), groups.is_empty());
-                groups.push(Owned::new(group).into_shared(&guard));
-            }
+        for plan in plans {
+            debug_assert_eq!(plan.pivot.is_none(), groups.is_empty());
+            let group = Group::with_models(
+                &pages,
+                plan.pivot,
+                plan.keys,
+                plan.words,
+                plan.models,
+                config.sequential_capacity,
+            );
+            groups.push(Owned::new(group).into_shared(&guard));
         }
         let leaves = groups.len().div_ceil(4);
         let root = Root::new(
@@ -102,7 +118,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
         );
         drop(guard);
         let interval = config.maintenance_interval;
-        let inner = Arc::new(Inner::new(root, config, len, reclaimer));
+        let inner = Arc::new(Inner::new(root, config, len, reclaimer, pages));
         let worker = interval
             .map(|interval| Worker::start(Arc::clone(&inner), interval))
             .transpose()?;
@@ -230,6 +246,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
             }
         }
         let c = &self.inner.counters;
+        let (array_region_bytes, array_live_bytes) = self.inner.pages.usage();
         Stats {
             len: self.len(),
             groups,
@@ -245,6 +262,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
             maintenance_passes: c.passes.load(Ordering::Relaxed),
             delta_bytes: self.inner.budget.used(),
             budget_waits: self.inner.budget.waits.load(Ordering::Relaxed),
+            array_region_bytes,
+            array_live_bytes,
         }
     }
 
@@ -252,6 +271,22 @@ impl<K: Key, V: Value> XIndex<K, V> {
     #[cfg_attr(xindex_loom, allow(dead_code))]
     pub(crate) fn inner(&self) -> &Inner<K> {
         &self.inner
+    }
+}
+
+/// One group of a bulk load, before its arrays are allocated.
+struct GroupPlan<K> {
+    pivot: Option<K>,
+    keys: Vec<K>,
+    words: Vec<u64>,
+    models: Box<[SubModel<K>]>,
+}
+
+impl<K> GroupPlan<K> {
+    /// Bytes its arrays take in a region ([`Pages::reserve`]).
+    fn bytes(&self) -> usize {
+        reserved_bytes::<K>(self.keys.len())
+            + reserved_bytes::<CellBlock>(self.keys.len().div_ceil(SLOTS))
     }
 }
 
@@ -265,7 +300,7 @@ fn settled_groups<K: Key, V: Value>(
     chunk: &[(K, V)],
     config: &Config,
     first: bool,
-) -> Vec<(Option<K>, Group<K>)> {
+) -> Vec<GroupPlan<K>> {
     let mut out = Vec::new();
     // Ranges still to place, rightmost on top of the stack.
     let mut pending = Vec::new();
@@ -287,14 +322,12 @@ fn settled_groups<K: Key, V: Value>(
             .map(|(_, v)| v.to_word())
             .collect();
         let pivot = (!first || range.start > 0).then(|| keys[0].clone());
-        let group = Group::with_models(
-            pivot.clone(),
+        out.push(GroupPlan {
+            pivot,
             keys,
             words,
             models,
-            config.sequential_capacity,
-        );
-        out.push((pivot, group));
+        });
     }
     out
 }

@@ -25,6 +25,7 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
+use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
@@ -153,6 +154,8 @@ pub(crate) struct Inner<K: Key> {
     /// found nothing to do and left no delta waiting; else `NOT_QUIET`.
     /// Lets an idle index's background thread skip its walks.
     pub(crate) quiet_at: AtomicU64,
+    /// Where the groups' arrays are allocated.
+    pub(crate) pages: Pages,
 }
 
 /// Outcome of one routed attempt at a put.
@@ -165,8 +168,15 @@ pub(crate) enum Attempt {
 }
 
 impl<K: Key> Inner<K> {
-    pub(crate) fn new(root: Root<K>, config: Config, len: usize, reclaimer: Reclaimer) -> Self {
+    pub(crate) fn new(
+        root: Root<K>,
+        config: Config,
+        len: usize,
+        reclaimer: Reclaimer,
+        pages: Pages,
+    ) -> Self {
         Inner {
+            pages,
             reclaimer,
             root: Atomic::new(root),
             budget: DeltaBudget::new(config.delta_budget_bytes),

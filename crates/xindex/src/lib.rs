@@ -38,6 +38,7 @@ mod hooks;
 mod index;
 mod inner;
 mod maintenance;
+mod pages;
 mod pivot_pla;
 mod reclaim;
 mod record;

@@ -27,6 +27,8 @@ use crate::delta::Delta;
 use crate::group::{Group, fit_models};
 use crate::hooks::Phase;
 use crate::inner::{Counters, Inner};
+#[cfg(doc)]
+use crate::pages::Pages;
 use crate::record::Record;
 use crate::root::Root;
 
@@ -126,6 +128,10 @@ pub(crate) struct Backlog {
     pub(crate) removed: usize,
     /// Records appended to the tail (§3.5.2).
     pub(crate) appended: usize,
+    /// Whether the array sits in a region less than half full of live
+    /// arrays ([`Pages::is_sparse`]): rebuilt, it moves to the current
+    /// region, so that the old one can be freed.
+    pub(crate) sparse_region: bool,
 }
 
 /// A delta holding at least one key per this many array records is
@@ -143,7 +149,9 @@ const RECORDS_PER_DELTA_KEY: usize = 64;
 ///   a [`Pass::Full`];
 /// - removed records reaching `f` of the records, so they are dropped;
 /// - a half-full tail, so a fresh tail is ready before sequential inserts
-///   would spill into the delta.
+///   would spill into the delta;
+/// - an array in a sparse region (not in the paper: it bounds the memory
+///   that regions hold to about twice the live arrays).
 pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> bool {
     let delta_due = backlog.delta > 0
         && (pass == Pass::Full
@@ -155,7 +163,7 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
         backlog.removed > 0 && backlog.removed as f64 >= all_records * config.tolerance;
     let tail_half_full =
         config.sequential_capacity > 0 && backlog.appended * 2 >= config.sequential_capacity;
-    delta_due || removed_due || tail_half_full
+    delta_due || removed_due || tail_half_full || backlog.sparse_region
 }
 
 impl<K: Key> Inner<K> {
@@ -293,6 +301,8 @@ impl<K: Key> Inner<K> {
             records,
             removed: node.records.removed.load(Ordering::Relaxed),
             appended,
+            sparse_region: self.pages.is_sparse(&node.records.keys)
+                || self.pages.is_sparse(&node.records.cells),
         };
         if compaction_due(c, &backlog, walk.pass) {
             walk.pending.push((location, current));
@@ -379,6 +389,7 @@ impl<K: Key> Inner<K> {
             // `old` is retired only after the copy phase, with `defer_destroy`.
             let new = unsafe {
                 Group::from_pointers(
+                    &self.pages,
                     old.pivot.clone(),
                     merged,
                     old.models.len(),
@@ -476,8 +487,22 @@ impl<K: Key> Inner<K> {
         // SAFETY: the targets live in `old`, retired after the copy phase.
         let (ga, gb) = unsafe {
             (
-                Group::from_pointers(old.pivot.clone(), merged, models, left_tmp, capacity),
-                Group::from_pointers(Some(split_key), upper, models, right_tmp, capacity),
+                Group::from_pointers(
+                    &self.pages,
+                    old.pivot.clone(),
+                    merged,
+                    models,
+                    left_tmp,
+                    capacity,
+                ),
+                Group::from_pointers(
+                    &self.pages,
+                    Some(split_key),
+                    upper,
+                    models,
+                    right_tmp,
+                    capacity,
+                ),
             )
         };
         gb.next.store(after, Ordering::Relaxed);
@@ -561,6 +586,7 @@ impl<K: Key> Inner<K> {
         // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
         let m = unsafe {
             Group::from_pointers(
+                &self.pages,
                 ga.pivot.clone(),
                 merged,
                 1,
@@ -737,5 +763,10 @@ mod tests {
         // Without the hint, appends never happen and never trigger.
         let no_tail = Config::default();
         assert!(!compaction_due(&no_tail, &appended(4), Pass::Background));
+        let sparse = Backlog {
+            sparse_region: true,
+            ..quiet
+        };
+        assert!(compaction_due(&c, &sparse, Pass::Background));
     }
 }

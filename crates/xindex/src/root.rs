@@ -441,13 +441,23 @@ impl<K: Key> Root<K> {
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+    use crate::pages::Pages;
     use crossbeam_epoch::{self as epoch, Owned};
 
     fn groups_at<'g>(pivots: &[u64], guard: &'g Guard) -> Vec<Shared<'g, Group<u64>>> {
         std::iter::once(None)
             .chain(pivots.iter().map(|&p| Some(p)))
             .map(|pivot| {
-                Owned::new(Group::from_values(pivot, vec![], vec![], 32, 1, 0)).into_shared(guard)
+                Owned::new(Group::from_values(
+                    &Pages::new(),
+                    pivot,
+                    vec![],
+                    vec![],
+                    32,
+                    1,
+                    0,
+                ))
+                .into_shared(guard)
             })
             .collect()
     }

@@ -54,6 +54,13 @@ pub struct Stats {
     /// Writes that went over the delta budget and had to help compaction
     /// before returning.
     pub budget_waits: u64,
+    /// Bytes of memory holding the groups' sorted arrays (keys and record
+    /// cells), which share large regions, advised for huge pages.
+    pub array_region_bytes: usize,
+    /// Of those, bytes of arrays in use, including those of replaced
+    /// groups not reclaimed yet. Maintenance rebuilds the groups of a
+    /// region less than half in use, so that it can be freed.
+    pub array_live_bytes: usize,
 }
 
 impl Stats {

@@ -112,3 +112,54 @@ fn retired_groups_are_freed_when_the_index_goes_idle() {
         assert_eq!(index.get(&CountedKey::new(k)), Some(k));
     }
 }
+
+#[test]
+fn a_region_mostly_replaced_is_emptied_and_freed() {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    // Irregular keys, so that groups do not merge: the groups without new
+    // keys below leave the bulk load's region only by being relocated.
+    let mut rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+    let mut keys: Vec<u64> = (0..100_000)
+        .map(|_| rng.random::<u64>() >> 8 << 1)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).unwrap();
+    let loaded = index.stats();
+    assert!(loaded.array_live_bytes > 0);
+    assert!(loaded.array_live_bytes <= loaded.array_region_bytes);
+    let bulk_region = {
+        let guard = index.inner().reclaimer.pin();
+        let root = index.inner().root(&guard);
+        let last = root.slots[root.slots.len() - 1].load(Ordering::Acquire, &guard);
+        // SAFETY: reachable from the root while `guard` is pinned.
+        unsafe { last.deref() }.records.keys.region()
+    };
+    // New (odd) keys among the lowest seven tenths: compacting those
+    // groups moves their arrays to new regions, and the bulk load's region
+    // drops to 30% in use.
+    let moved = keys.len() * 7 / 10;
+    for &k in &keys[..moved] {
+        index.insert(k + 1, k + 1);
+    }
+    // The passes move the other groups' arrays out too, and the region
+    // goes with its last array once the retired groups are reclaimed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !bulk_region.is_freed() {
+        assert!(Instant::now() < deadline, "{:?}", index.stats());
+        index.maintain_now();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = index.stats();
+    assert!(
+        stats.array_region_bytes < 2 * stats.array_live_bytes + (8 << 20),
+        "{stats:?}"
+    );
+    for (i, &k) in keys.iter().enumerate().step_by(7) {
+        assert_eq!(index.get(&k), Some(k));
+        assert_eq!(index.get(&(k + 1)), (i < moved).then_some(k + 1));
+    }
+}

@@ -1,0 +1,466 @@
+//! Where the groups' sorted arrays live: regions of (huge-page) memory that
+//! many groups share.
+//!
+//! A group's keys and cells are a few kilobytes, and a lookup reads them at
+//! a random group. Allocated one by one they spread over thousands of 4 KiB
+//! pages, so each lookup's key and cell loads usually miss the TLB too.
+//! [`Pages`] places the arrays one after another in regions that, once
+//! they reach a huge page, are advised for transparent huge pages
+//! ([`lidx_core::huge_pages`]): bulk load puts every array in one region
+//! sized to fit, and maintenance puts the arrays it rebuilds in regions
+//! that double from [`FIRST_REGION`] to [`LARGEST_REGION`] bytes.
+//!
+//! An array is a [`Span`]: it keeps its region alive, and a region is
+//! freed with its last span. So that a few long-lived arrays cannot pin
+//! mostly empty regions, maintenance rebuilds the groups whose region has
+//! fallen below half full ([`Pages::is_sparse`]), which moves their arrays
+//! to the current region. Memory held in regions is therefore at most
+//! about twice the live arrays, plus the current region's unused end.
+
+use std::mem::{align_of, size_of};
+use std::ops::Deref;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lidx_core::huge_pages::{HUGE_PAGE, HugeBlock};
+use parking_lot::Mutex;
+
+/// Bytes of the first region maintenance opens.
+const FIRST_REGION: usize = 64 << 10;
+/// Bytes of the largest region maintenance opens (two huge pages); an
+/// array larger than a quarter of it gets a region of its own.
+const LARGEST_REGION: usize = 2 * HUGE_PAGE;
+
+/// One block of memory and the bytes of its spans still alive.
+#[derive(Debug)]
+struct Region {
+    block: HugeBlock,
+    live: AtomicUsize,
+    /// The totals of the allocator that opened it.
+    usage: Arc<Usage>,
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        self.usage
+            .held
+            .fetch_sub(self.block.len(), Ordering::Relaxed);
+    }
+}
+
+/// Bytes an allocator's regions hold, and of those, bytes of live spans.
+#[derive(Debug, Default)]
+struct Usage {
+    held: AtomicUsize,
+    live: AtomicUsize,
+}
+
+/// An immutable array of `T` inside a region. Dropping it drops its items
+/// and releases its share of the region.
+pub(crate) struct Span<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    /// `None` for spans of no bytes, which own no memory.
+    region: Option<Arc<Region>>,
+}
+
+// SAFETY: a span owns its items like a `Box<[T]>` does (no other span
+// covers them), and the region it shares is only touched through atomics
+// and its own drop.
+unsafe impl<T: Send> Send for Span<T> {}
+// SAFETY: `&Span<T>` gives out only `&[T]`.
+unsafe impl<T: Sync> Sync for Span<T> {}
+
+impl<T> Span<T> {
+    /// An empty span.
+    fn empty() -> Self {
+        Span {
+            ptr: NonNull::dangling(),
+            len: 0,
+            region: None,
+        }
+    }
+
+    /// Bytes this span takes in its region.
+    fn bytes(&self) -> usize {
+        self.len * size_of::<T>()
+    }
+
+    /// Whether this span's region is less than half full of live spans
+    /// (and holds none that is still being filled: it is not `current`).
+    fn region_is_sparse(&self, current: Option<&Arc<Region>>) -> bool {
+        let Some(region) = &self.region else {
+            return false;
+        };
+        if current.is_some_and(|c| Arc::ptr_eq(c, region)) {
+            return false;
+        }
+        region.live.load(Ordering::Relaxed) * 2 < region.block.len()
+    }
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+impl<T> Span<T> {
+    /// A handle telling whether this span's region has been freed.
+    pub(crate) fn region(&self) -> RegionHandle {
+        RegionHandle(self.region.as_ref().map(Arc::downgrade))
+    }
+}
+
+/// Whether a region is freed, without keeping it alive (tests).
+#[cfg(all(test, not(xindex_loom)))]
+pub(crate) struct RegionHandle(Option<std::sync::Weak<Region>>);
+
+#[cfg(all(test, not(xindex_loom)))]
+impl RegionHandle {
+    pub(crate) fn is_freed(&self) -> bool {
+        self.0.as_ref().is_none_or(|w| w.strong_count() == 0)
+    }
+}
+
+impl<T> Deref for Span<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points at `len` initialised items that live as
+        // long as `self` (its region is kept alive by `self.region`), or
+        // is dangling with `len == 0`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for Span<T> {
+    fn drop(&mut self) {
+        // SAFETY: the items are initialised, owned by this span alone, and
+        // never used again.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.len,
+            ))
+        };
+        if let Some(region) = &self.region {
+            region.live.fetch_sub(self.bytes(), Ordering::Relaxed);
+            region.usage.live.fetch_sub(self.bytes(), Ordering::Relaxed);
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Span<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A second handle on a [`Span`]'s items that does not own them: a group
+/// node keeps one of its records' arrays, so that a lookup skips the hop
+/// through the shared records.
+pub(crate) struct SpanView<T> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+impl<T> Clone for SpanView<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SpanView<T> {}
+
+// SAFETY: a view only reads the items, like `&[T]`, which is `Send` when
+// `T: Sync`.
+unsafe impl<T: Sync> Send for SpanView<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Sync> Sync for SpanView<T> {}
+
+impl<T> SpanView<T> {
+    /// A view of `span`'s items.
+    ///
+    /// # Safety
+    ///
+    /// `span` must outlive every use of the view (the view's owner also
+    /// owns the span, and never replaces it).
+    pub(crate) unsafe fn of(span: &Span<T>) -> Self {
+        SpanView {
+            ptr: span.ptr,
+            len: span.len,
+        }
+    }
+}
+
+impl<T> Deref for SpanView<T> {
+    type Target = [T];
+
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: the span this view was made from is alive (`of`'s
+        // contract) and its items are never moved or mutated through it.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for SpanView<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// The region arrays are currently placed in, and how far it is filled.
+#[derive(Debug, Default)]
+struct Cursor {
+    region: Option<Arc<Region>>,
+    used: usize,
+    /// Size of the next region opened for maintenance.
+    next_size: usize,
+}
+
+/// Allocator of group arrays for one index (see the module docs).
+/// Allocation takes a lock: only bulk load and maintenance allocate.
+#[derive(Debug, Default)]
+pub(crate) struct Pages {
+    cursor: Mutex<Cursor>,
+    usage: Arc<Usage>,
+}
+
+impl Pages {
+    /// An allocator with no region yet.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens a region of `bytes` (bulk load: every array of the index) for
+    /// the arrays stored next.
+    pub(crate) fn reserve(&self, bytes: usize) {
+        let mut cursor = self.cursor.lock();
+        cursor.region = Some(self.new_region(bytes));
+        cursor.used = 0;
+    }
+
+    /// Moves `items` into a span.
+    pub(crate) fn store<T>(&self, mut items: Vec<T>) -> Span<T> {
+        let bytes = items.len() * size_of::<T>();
+        if bytes == 0 {
+            // Zero-sized items still need dropping.
+            drop(items);
+            return Span::empty();
+        }
+        let (region, offset) = self.place(bytes, align_of::<T>());
+        // The writes below rely on it; checked once per array.
+        assert!(offset + bytes <= region.block.len() && offset % align_of::<T>() == 0);
+        // SAFETY: `place` reserved `bytes` bytes at `offset`, aligned for
+        // `T`, inside `region`'s block, for this span alone.
+        let ptr = unsafe { region.block.as_ptr().add(offset).cast::<T>() };
+        // SAFETY: source and destination are valid for `items.len()` items
+        // and do not overlap; the vector then forgets its moved items.
+        unsafe {
+            std::ptr::copy_nonoverlapping(items.as_ptr(), ptr, items.len());
+            items.set_len(0);
+        }
+        Span {
+            // SAFETY: a block's address is never null.
+            ptr: unsafe { NonNull::new_unchecked(ptr) },
+            len: bytes / size_of::<T>(),
+            region: Some(region),
+        }
+    }
+
+    /// Whether maintenance should rebuild the arrays `span` belongs to,
+    /// because its region is less than half full and not being filled.
+    pub(crate) fn is_sparse<T>(&self, span: &Span<T>) -> bool {
+        span.region_is_sparse(self.cursor.lock().region.as_ref())
+    }
+
+    /// Bytes of memory the regions hold, and of those, bytes of arrays
+    /// still alive (including those of retired groups not yet freed).
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        (
+            self.usage.held.load(Ordering::Relaxed),
+            self.usage.live.load(Ordering::Relaxed),
+        )
+    }
+
+    /// A region and offset with `bytes` free bytes aligned to `align`,
+    /// counted as live.
+    fn place(&self, bytes: usize, align: usize) -> (Arc<Region>, usize) {
+        let mut cursor = self.cursor.lock();
+        let offset = cursor.used.next_multiple_of(align);
+        if let Some(region) = cursor
+            .region
+            .as_ref()
+            .filter(|r| offset + bytes <= r.block.len())
+            .map(Arc::clone)
+        {
+            cursor.used = offset + bytes;
+            self.count_live(&region, bytes);
+            return (region, offset);
+        }
+        // Alignments above a cache line would need padding a block does
+        // not provide; group arrays never ask for them.
+        debug_assert!(align <= 64);
+        if bytes > LARGEST_REGION / 4 {
+            let region = self.new_region(bytes);
+            self.count_live(&region, bytes);
+            return (region, 0);
+        }
+        let size = cursor
+            .next_size
+            .clamp(FIRST_REGION, LARGEST_REGION)
+            .max(bytes);
+        cursor.next_size = size.saturating_mul(2);
+        let region = self.new_region(size);
+        self.count_live(&region, bytes);
+        cursor.used = bytes;
+        cursor.region = Some(Arc::clone(&region));
+        (region, 0)
+    }
+}
+
+impl Pages {
+    fn new_region(&self, bytes: usize) -> Arc<Region> {
+        let block = HugeBlock::new(bytes);
+        self.usage.held.fetch_add(block.len(), Ordering::Relaxed);
+        Arc::new(Region {
+            block,
+            live: AtomicUsize::new(0),
+            usage: Arc::clone(&self.usage),
+        })
+    }
+
+    fn count_live(&self, region: &Region, bytes: usize) {
+        region.live.fetch_add(bytes, Ordering::Relaxed);
+        self.usage.live.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Bytes [`Pages::reserve`] needs for arrays of `items` values of `T`
+/// each, placed one after another (each starting on a cache line).
+pub(crate) fn reserved_bytes<T>(items: usize) -> usize {
+    (items * size_of::<T>()).next_multiple_of(64)
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn spans_hold_what_was_stored() {
+        let pages = Pages::new();
+        let a = pages.store(vec![1u64, 2, 3]);
+        let b = pages.store(vec!["x".to_string(), "y".to_string()]);
+        let c = pages.store(Vec::<u32>::new());
+        assert_eq!(&*a, &[1, 2, 3]);
+        assert_eq!(&*b, &["x".to_string(), "y".to_string()]);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn spans_are_aligned_for_their_items() {
+        #[repr(align(64))]
+        struct Line(#[allow(dead_code)] [AtomicU64; 8]);
+        let pages = Pages::new();
+        let _odd = pages.store(vec![1u8, 2, 3]);
+        let lines = pages.store((0..3).map(|_| Line(Default::default())).collect());
+        assert_eq!(lines.as_ptr() as usize % 64, 0);
+    }
+
+    #[test]
+    fn dropping_a_span_drops_its_items_once() {
+        let counter = Arc::new(());
+        let pages = Pages::new();
+        let span = pages.store(vec![Arc::clone(&counter), Arc::clone(&counter)]);
+        assert_eq!(Arc::strong_count(&counter), 3);
+        drop(span);
+        assert_eq!(Arc::strong_count(&counter), 1);
+    }
+
+    #[test]
+    fn a_region_outlives_its_allocator_while_spans_remain() {
+        let span = {
+            let pages = Pages::new();
+            pages.store(vec![5u64; 100])
+        };
+        assert!(span.iter().all(|&v| v == 5));
+    }
+
+    #[test]
+    fn regions_double_and_large_arrays_get_their_own() {
+        let pages = Pages::new();
+        let first = pages.store(vec![0u8; FIRST_REGION - 10]);
+        let second = pages.store(vec![0u8; 100]);
+        // The second did not fit: it opened a region twice as large.
+        let r1 = first.region.as_ref().unwrap();
+        let r2 = second.region.as_ref().unwrap();
+        assert!(!Arc::ptr_eq(r1, r2));
+        assert_eq!(r2.block.len(), 2 * FIRST_REGION);
+        let big = pages.store(vec![0u8; LARGEST_REGION]);
+        assert_eq!(big.region.as_ref().unwrap().block.len(), LARGEST_REGION);
+        assert!(big.region.as_ref().unwrap().block.advised());
+        // The big array did not displace the current region.
+        let third = pages.store(vec![0u8; 100]);
+        assert!(Arc::ptr_eq(r2, third.region.as_ref().unwrap()));
+        // An array larger than the next region's size gets a region that
+        // fits it.
+        let fourth = pages.store(vec![1u8; 3 * FIRST_REGION]);
+        assert!(fourth.region.as_ref().unwrap().block.len() >= 3 * FIRST_REGION);
+        assert!(fourth.iter().all(|&b| b == 1));
+    }
+
+    #[test]
+    fn a_reserved_region_takes_the_arrays_stored_next() {
+        let pages = Pages::new();
+        pages.reserve(reserved_bytes::<u64>(1000) + reserved_bytes::<u64>(24));
+        let a = pages.store(vec![1u64; 1000]);
+        let b = pages.store(vec![2u64; 24]);
+        assert!(Arc::ptr_eq(
+            a.region.as_ref().unwrap(),
+            b.region.as_ref().unwrap()
+        ));
+        assert_eq!(
+            a.region.as_ref().unwrap().live.load(Ordering::Relaxed),
+            8192
+        );
+    }
+
+    #[test]
+    fn usage_counts_regions_and_live_spans() {
+        let pages = Pages::new();
+        assert_eq!(pages.usage(), (0, 0));
+        pages.reserve(1024);
+        let a = pages.store(vec![0u64; 64]);
+        let b = pages.store(vec![0u64; 32]);
+        assert_eq!(pages.usage(), (1024, 768));
+        drop(a);
+        assert_eq!(pages.usage(), (1024, 256));
+        // Opening another region drops the allocator's handle on the
+        // first, which `b` still holds.
+        let c = pages.store(vec![0u8; 300]);
+        assert_eq!(pages.usage(), (1024 + FIRST_REGION, 556));
+        drop(b);
+        assert_eq!(pages.usage(), (FIRST_REGION, 300));
+        drop(c);
+        assert_eq!(pages.usage(), (FIRST_REGION, 0));
+        drop(pages);
+    }
+
+    #[test]
+    fn a_region_turns_sparse_when_most_of_its_spans_are_gone() {
+        let pages = Pages::new();
+        pages.reserve(4096);
+        let spans: Vec<Span<u64>> = (0..8).map(|_| pages.store(vec![0u64; 64])).collect();
+        // Still the current region: never sparse, whatever is left.
+        assert!(!pages.is_sparse(&spans[0]));
+        // A new region becomes current once the reserved one is full.
+        let other = pages.store(vec![0u64; 64]);
+        assert!(!pages.is_sparse(&other));
+        let mut keep = spans;
+        keep.truncate(4);
+        assert!(!pages.is_sparse(&keep[0]), "half full is not sparse");
+        keep.truncate(3);
+        assert!(pages.is_sparse(&keep[0]));
+        assert!(!pages.is_sparse(&Span::<u64>::empty()));
+    }
+}
