@@ -43,8 +43,9 @@ unsafe impl Sync for HugeBlock {}
 
 impl HugeBlock {
     /// A block of `len` bytes (at least 1), aligned to [`HUGE_PAGE`] when
-    /// it is at least that long (then advised for huge pages) and to 64
-    /// bytes otherwise. Aborts like `Vec` when memory is exhausted.
+    /// it is at least that long (then its whole huge pages are advised)
+    /// and to 64 bytes otherwise. Aborts like `Vec` when memory is
+    /// exhausted.
     ///
     /// # Panics
     ///
@@ -52,9 +53,11 @@ impl HugeBlock {
     pub fn new(len: usize) -> Self {
         let huge = len >= HUGE_PAGE;
         let align = if huge { HUGE_PAGE } else { SMALL_ALIGN };
-        let layout = Layout::from_size_align(len.max(1), align)
-            .expect("block size overflows isize")
-            .pad_to_align();
+        // The size is not rounded up to the alignment: the allocator
+        // reserves the padding as address space only, and a huge page the
+        // block only partly covers is not advised.
+        let layout =
+            Layout::from_size_align(len.max(1), align).expect("block size overflows isize");
         // SAFETY: `layout` has a non-zero size.
         let Some(ptr) = NonNull::new(unsafe { alloc(layout) }) else {
             handle_alloc_error(layout)
@@ -71,7 +74,7 @@ impl HugeBlock {
         self.ptr.as_ptr()
     }
 
-    /// Usable bytes (the requested length rounded up to the alignment).
+    /// Usable bytes (the requested length, at least 1).
     #[inline]
     pub fn len(&self) -> usize {
         self.layout.size()
@@ -117,7 +120,7 @@ mod tests {
     fn small_blocks_are_line_aligned_and_writable() {
         for len in [0, 1, 63, 64, 65, 4096, HUGE_PAGE - 1] {
             let block = HugeBlock::new(len);
-            assert!(block.len() >= len.max(1));
+            assert_eq!(block.len(), len.max(1));
             assert_eq!(block.as_ptr() as usize % SMALL_ALIGN, 0);
             assert!(!block.advised());
             // SAFETY: the block holds `block.len()` writable bytes.
@@ -131,7 +134,7 @@ mod tests {
     fn large_blocks_are_huge_page_aligned_and_writable() {
         let block = HugeBlock::new(HUGE_PAGE + 1);
         assert_eq!(block.as_ptr() as usize % HUGE_PAGE, 0);
-        assert_eq!(block.len(), 2 * HUGE_PAGE);
+        assert_eq!(block.len(), HUGE_PAGE + 1);
         assert!(block.advised());
         // SAFETY: the block holds `block.len()` writable bytes.
         unsafe { block.as_ptr().write_bytes(7, block.len()) };
