@@ -77,12 +77,16 @@ impl<K: Key, V: Value> XIndex<K, V> {
         let guard = reclaimer.pin();
         let pages = Pages::new();
         let mut plans = Vec::new();
-        for (i, chunk) in pairs.chunks(config.initial_group_size).enumerate() {
-            plans.extend(settled_groups(chunk, &config, i == 0));
+        let step = config.initial_group_size.max(1);
+        for (i, chunk) in pairs.chunks(step).enumerate() {
+            plans.extend(settled_groups(chunk, i * step, &config));
         }
         // Every array in one region, sized to fit: a fresh index's arrays
         // then share huge pages and waste none.
-        pages.reserve(plans.iter().map(GroupPlan::bytes).sum());
+        let bytes = plans.iter().map(GroupPlan::bytes).sum();
+        if bytes > 0 {
+            pages.reserve(bytes);
+        }
         let mut groups = Vec::with_capacity(plans.len().max(1));
         if plans.is_empty() {
             let empty = Group::from_values(
@@ -97,12 +101,16 @@ impl<K: Key, V: Value> XIndex<K, V> {
             groups.push(Owned::new(empty).into_shared(&guard));
         }
         for plan in plans {
-            debug_assert_eq!(plan.pivot.is_none(), groups.is_empty());
+            let records = &pairs[plan.range.clone()];
+            // The leftmost group has no pivot: it takes every key below
+            // the next one's.
+            let pivot = (plan.range.start > 0).then(|| records[0].0.clone());
+            debug_assert_eq!(pivot.is_none(), groups.is_empty());
             let group = Group::with_models(
                 &pages,
-                plan.pivot,
-                plan.keys,
-                plan.words,
+                pivot,
+                records.iter().map(|(k, _)| k.clone()).collect(),
+                records.iter().map(|(_, v)| v.to_word()).collect(),
                 plan.models,
                 config.sequential_capacity,
             );
@@ -274,32 +282,31 @@ impl<K: Key, V: Value> XIndex<K, V> {
     }
 }
 
-/// One group of a bulk load, before its arrays are allocated.
+/// One group of a bulk load before its arrays are allocated: which of the
+/// loaded pairs it holds, and its models. (Holding ranges rather than
+/// copies keeps the load's peak memory at the pairs plus the arrays.)
 struct GroupPlan<K> {
-    pivot: Option<K>,
-    keys: Vec<K>,
-    words: Vec<u64>,
+    range: std::ops::Range<usize>,
     models: Box<[SubModel<K>]>,
 }
 
 impl<K> GroupPlan<K> {
     /// Bytes its arrays take in a region ([`Pages::reserve`]).
     fn bytes(&self) -> usize {
-        reserved_bytes::<K>(self.keys.len())
-            + reserved_bytes::<CellBlock>(self.keys.len().div_ceil(SLOTS))
+        let records = self.range.len();
+        reserved_bytes::<K>(records) + reserved_bytes::<CellBlock>(records.div_ceil(SLOTS))
     }
 }
 
-/// Groups over `chunk` (sorted pairs) that already meet the error bound
-/// with at most `max_models` models, halving where they do not — the
-/// shape maintenance would reach by group splits, built directly so that
-/// a fresh index does not spend its first passes (and its first readers'
-/// time) splitting. `first` marks the leftmost chunk, whose first group
-/// has no pivot.
+/// Groups over `chunk` (sorted pairs, starting at position `offset` of the
+/// load) that already meet the error bound with at most `max_models`
+/// models, halving where they do not — the shape maintenance would reach
+/// by group splits, built directly so that a fresh index does not spend
+/// its first passes (and its first readers' time) splitting.
 fn settled_groups<K: Key, V: Value>(
     chunk: &[(K, V)],
+    offset: usize,
     config: &Config,
-    first: bool,
 ) -> Vec<GroupPlan<K>> {
     let mut out = Vec::new();
     // Ranges still to place, rightmost on top of the stack.
@@ -317,15 +324,8 @@ fn settled_groups<K: Key, V: Value>(
             pending.push(range.start..middle);
             continue;
         }
-        let words: Vec<u64> = chunk[range.clone()]
-            .iter()
-            .map(|(_, v)| v.to_word())
-            .collect();
-        let pivot = (!first || range.start > 0).then(|| keys[0].clone());
         out.push(GroupPlan {
-            pivot,
-            keys,
-            words,
+            range: offset + range.start..offset + range.end,
             models,
         });
     }
