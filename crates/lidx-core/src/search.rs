@@ -205,8 +205,8 @@ fn count_window<T>(
 ///
 /// A window of 16 items, the size the learned indexes count, goes through a
 /// fixed-size array: the compiler unrolls it into four vector compares
-/// instead of a loop with remainder handling (about 40 fewer instructions
-/// per count with AVX2).
+/// instead of a loop with remainder handling (`callgrind`, XIndex-R on
+/// geolite2 with AVX2: 427 -> 411 instructions per `get`).
 #[inline(always)]
 fn count_before<T>(items: &[T], before: &impl Fn(&T) -> bool) -> usize {
     let count = |count: usize, x: &T| count + usize::from(before(x));

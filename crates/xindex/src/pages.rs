@@ -248,11 +248,12 @@ impl Pages {
             return Span::empty();
         }
         let (region, offset) = self.place(bytes, align_of::<T>());
-        // The writes below rely on it; checked once per array.
-        assert!(offset + bytes <= region.block.len() && offset % align_of::<T>() == 0);
-        // SAFETY: `place` reserved `bytes` bytes at `offset`, aligned for
-        // `T`, inside `region`'s block, for this span alone.
+        // The writes below rely on both; checked once per array.
+        assert!(offset + bytes <= region.block.len());
+        // SAFETY: `place` reserved `bytes` bytes at `offset` inside
+        // `region`'s block, for this span alone.
         let ptr = unsafe { region.block.as_ptr().add(offset).cast::<T>() };
+        assert!(ptr.is_aligned());
         // SAFETY: source and destination are valid for `items.len()` items
         // and do not overlap; the vector then forgets its moved items.
         unsafe {
@@ -297,9 +298,9 @@ impl Pages {
             self.count_live(&region, bytes);
             return (region, offset);
         }
-        // Alignments above a cache line would need padding a block does
-        // not provide; group arrays never ask for them.
-        debug_assert!(align <= 64);
+        // Blocks start on a cache line, so offsets aligned to at most that
+        // give aligned addresses; group arrays never ask for more (and
+        // `store` checks the address).
         if bytes > LARGEST_REGION / 4 {
             let region = self.new_region(bytes);
             self.count_live(&region, bytes);
@@ -316,9 +317,7 @@ impl Pages {
         cursor.region = Some(Arc::clone(&region));
         (region, 0)
     }
-}
 
-impl Pages {
     fn new_region(&self, bytes: usize) -> Arc<Region> {
         let block = HugeBlock::new(bytes);
         self.usage.held.fetch_add(block.len(), Ordering::Relaxed);
