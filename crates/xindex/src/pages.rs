@@ -26,8 +26,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use lidx_core::huge_pages::{HUGE_PAGE, HugeBlock};
 use parking_lot::Mutex;
 
-/// Bytes of the first region maintenance opens.
-const FIRST_REGION: usize = 64 << 10;
+/// Bytes of the first region maintenance opens: a page, so that an index
+/// of a few keys (or a fresh `XIndex::new`) holds no more than before.
+const FIRST_REGION: usize = 4 << 10;
 /// Bytes of the largest region maintenance opens (two huge pages); an
 /// array larger than a quarter of it gets a region of its own.
 const LARGEST_REGION: usize = 2 * HUGE_PAGE;
