@@ -21,7 +21,7 @@ use std::mem::{align_of, size_of};
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use lidx_core::huge_pages::{HUGE_PAGE, HugeBlock};
 use parking_lot::Mutex;
@@ -89,12 +89,13 @@ impl<T> Span<T> {
     }
 
     /// Whether this span's region is less than half full of live spans
-    /// (and holds none that is still being filled: it is not `current`).
-    fn region_is_sparse(&self, current: Option<&Arc<Region>>) -> bool {
+    /// (and holds none that is still being filled: it is not the one at
+    /// `current`).
+    fn region_is_sparse(&self, current: *const Region) -> bool {
         let Some(region) = &self.region else {
             return false;
         };
-        if current.is_some_and(|c| Arc::ptr_eq(c, region)) {
+        if std::ptr::eq(Arc::as_ptr(region), current) {
             return false;
         }
         region.live.load(Ordering::Relaxed) * 2 < region.block.len()
@@ -223,6 +224,9 @@ struct Cursor {
 #[derive(Debug, Default)]
 pub(crate) struct Pages {
     cursor: Mutex<Cursor>,
+    /// Address of `cursor.region`, for [`Pages::is_sparse`] to compare
+    /// without the lock; set under it.
+    current: AtomicPtr<Region>,
     usage: Arc<Usage>,
 }
 
@@ -236,7 +240,10 @@ impl Pages {
     /// the arrays stored next.
     pub(crate) fn reserve(&self, bytes: usize) {
         let mut cursor = self.cursor.lock();
-        cursor.region = Some(self.new_region(bytes));
+        let region = self.new_region(bytes);
+        self.current
+            .store(Arc::as_ptr(&region).cast_mut(), Ordering::Relaxed);
+        cursor.region = Some(region);
         cursor.used = 0;
     }
 
@@ -271,8 +278,12 @@ impl Pages {
 
     /// Whether maintenance should rebuild the arrays `span` belongs to,
     /// because its region is less than half full and not being filled.
+    ///
+    /// Takes no lock: only maintenance calls it, and only maintenance (or
+    /// bulk load, before) changes the current region. A span keeps its
+    /// region alive, so an address equal to the current one is that region.
     pub(crate) fn is_sparse<T>(&self, span: &Span<T>) -> bool {
-        span.region_is_sparse(self.cursor.lock().region.as_ref())
+        span.region_is_sparse(self.current.load(Ordering::Relaxed))
     }
 
     /// Bytes of memory the regions hold, and of those, bytes of arrays
@@ -315,6 +326,8 @@ impl Pages {
         let region = self.new_region(size);
         self.count_live(&region, bytes);
         cursor.used = bytes;
+        self.current
+            .store(Arc::as_ptr(&region).cast_mut(), Ordering::Relaxed);
         cursor.region = Some(Arc::clone(&region));
         (region, 0)
     }
