@@ -471,7 +471,7 @@ fn copy_array_run<K: Key, V: Value>(
 
 /// Reads `key` in `group`: array, `buf`, `tmp_buf`.
 #[inline(always)]
-fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
+pub(crate) fn read_in_group<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     read_record(group, group.record(key), key)
 }
 

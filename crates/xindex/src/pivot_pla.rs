@@ -11,8 +11,8 @@
 //! Here every level is instead the optimal PLA of the level below with a
 //! small error bound ([`EPS`]), as in the PGM-index: level 0 over the pivots, level `i` over the first
 //! keys of level `i - 1`'s segments, up to a top level of at most
-//! [`TOP_SEGMENTS`]. A lookup binary-searches the top level without
-//! branches, then at every level predicts a position in the level below
+//! [`TOP_SEGMENTS`]. A lookup searches the top level without branches,
+//! in a fixed number of steps, then at every level predicts a position in the level below
 //! and counts, branch-free, the entries `<=` the key in the
 //! [`WINDOW`] around it; each segment's `reach` is measured on every
 //! entry it serves, so the count is exact unless a key lies beyond it,
@@ -20,7 +20,7 @@
 
 use lidx_core::Key;
 use lidx_core::model::{optimal_pla, round_clamp};
-use lidx_core::search::{counted_within, exponential_by, partition_by};
+use lidx_core::search::{counted_within, exponential_by};
 
 /// Error bound of every level's fit. At 6 the measured errors stay
 /// within 7, so the answer lies in the [`WINDOW`] counted around the
@@ -30,8 +30,11 @@ const EPS: usize = 6;
 /// Entries counted around a prediction: two cache lines of `u64` keys.
 const WINDOW: usize = 16;
 
-/// Most segments of the top level, which is binary-searched.
-const TOP_SEGMENTS: usize = 16;
+/// Most segments of the top level, which is searched in a fixed six
+/// steps ([`top_segment`]); a power of two. At 64 one level serves osm
+/// (1,551 pivots, 48 segments) and books.
+const TOP_SEGMENTS: usize = 64;
+const _: () = assert!(TOP_SEGMENTS.is_power_of_two());
 
 /// One segment's line: the predicted position of `key` in the level
 /// below is `intercept + slope * key.offset_from(origin)`, and the answer
@@ -57,6 +60,9 @@ pub(crate) struct PivotPla<K> {
     /// `levels[0]` predicts positions among the pivots, `levels[i]` among
     /// `levels[i - 1].origins`; the last holds at most [`TOP_SEGMENTS`].
     levels: Box<[Level<K>]>,
+    /// The top level's origins, padded to [`TOP_SEGMENTS`] with copies of
+    /// its last one so that [`top_segment`] takes a fixed number of steps.
+    top: Box<[K; TOP_SEGMENTS]>,
 }
 
 impl<K: Key> PivotPla<K> {
@@ -77,12 +83,16 @@ impl<K: Key> PivotPla<K> {
             if !done && level.origins.len() > below.len().div_ceil(2) {
                 return None;
             }
-            levels.push(level);
             if done {
+                let mut top = level.origins.to_vec();
+                top.resize(TOP_SEGMENTS, level.origins[level.origins.len() - 1].clone());
+                levels.push(level);
                 return Some(PivotPla {
                     levels: levels.into_boxed_slice(),
+                    top: top.into_boxed_slice().try_into().ok()?,
                 });
             }
+            levels.push(level);
         }
     }
 
@@ -105,7 +115,19 @@ impl<K: Key> PivotPla<K> {
     #[inline(always)]
     pub(crate) fn count_le(&self, pivots: &[K], key: &K) -> usize {
         let top = self.levels.len() - 1;
-        let mut segment = top_segment(&self.levels[top].origins, key);
+        let mut segment = top_segment(&self.top, key).min(self.levels[top].origins.len() - 1);
+        // One level (up to [`TOP_SEGMENTS`] segments over the pivots): the
+        // loop below, without its bookkeeping.
+        if let [level] = &*self.levels {
+            let line = level.lines[segment];
+            let x = key.offset_from(&level.origins[segment]);
+            let pos = round_clamp(line.intercept + line.slope * x, pivots.len());
+            return if std::mem::needs_drop::<K>() {
+                exponential_by(pivots, pos, |p| p <= key)
+            } else {
+                counted_within(pivots, pos, WINDOW, line.reach, |p| p <= key, |_, _| {})
+            };
+        }
         let mut i = top;
         loop {
             let level = &self.levels[i];
@@ -172,12 +194,22 @@ impl<K: Key> Level<K> {
     }
 }
 
-/// Index of the last of `origins` (at most [`TOP_SEGMENTS`], at least one)
-/// that is `<= key`, or 0: a binary search whose steps are conditional
-/// moves, not branches on the loaded keys.
+/// Index of the last of the padded top-level `origins` that is `<= key`,
+/// or 0: a binary search of fixed depth (six steps), unrolled, whose steps
+/// add a compare's result instead of branching on the loaded keys. A key
+/// at or above the last real origin lands in the padding; the caller
+/// clamps it back.
 #[inline(always)]
-fn top_segment<K: Key>(origins: &[K], key: &K) -> usize {
-    partition_by(origins, |o| o <= key).saturating_sub(1)
+fn top_segment<K: Key>(origins: &[K; TOP_SEGMENTS], key: &K) -> usize {
+    let mut s = 0;
+    let mut step = TOP_SEGMENTS / 2;
+    while step > 0 {
+        // `s + step < TOP_SEGMENTS` always (`s` is a sum of larger steps);
+        // the mask lets the compiler see it and drop the bounds check.
+        s += usize::from(origins[(s + step) & (TOP_SEGMENTS - 1)] <= *key) * step;
+        step /= 2;
+    }
+    s
 }
 
 #[cfg(all(test, not(xindex_loom)))]

@@ -163,26 +163,28 @@ pub(crate) enum RootModel {
 }
 
 /// How far (in pivots) an RMI prediction must land from its slot to count
-/// as far: from there the galloping search takes ten or more steps, each
-/// a branch on a loaded pivot that predicts badly.
-const FAR_PREDICTION: usize = 32;
+/// as far: beyond [`GALLOP_ABOVE_ERROR`]-sized windows, the galloping
+/// search takes several steps, each a branch on a loaded pivot that
+/// predicts badly.
+const FAR_PREDICTION: usize = 4;
 
 /// Whether the piecewise-linear root should route instead of the RMI,
 /// given that `far` of the `pivots` are predicted more than
-/// [`FAR_PREDICTION`] slots from their own: when more than a quarter are.
+/// [`FAR_PREDICTION`] slots from their own: when more than half are.
 ///
 /// The RMI's linear first stage splits the pivots among its leaves by key,
-/// so on skewed keys most pivots crowd into a few leaves whatever their
-/// number. Lognormal at 10M keys (2,531 groups, 316 leaves, worst leaf
-/// error 286): 69% of lookups land more than 32 slots off. There the
-/// piecewise-linear root took the route from 53-56 ns to 33-42 ns and
-/// batched gets (`get_many`) from 172-186 ns to 151-158 ns (stage tool,
-/// alternated runs). osm (10% land that far) and geolite2 and books
-/// (none) keep the RMI: on osm the piecewise-linear root made no
-/// measurable difference to `lookup` and cost 137 more instructions per
-/// `get` (callgrind: 498 -> 635).
+/// so on skewed or clustered keys most pivots crowd into a few leaves
+/// whatever their number. osm (1,551 pivots): 70% of lookups land more
+/// than 4 slots off, the median about 10; lognormal at 10M keys: 69% land
+/// more than 32 off. There the piecewise-linear root (one level of 48
+/// segments on osm) routes in 15-16 ns instead of 42-44, and `get` took
+/// 80 ns instead of 85-86 (stage tool, alternated runs). Where the RMI is
+/// close, it stays: geolite2 (3% land more than 4 off) and books (none),
+/// whose `get`s were 40% and 10% slower through the piecewise root. The
+/// RMI's first guess lets a lookup request the likely group's lines
+/// before its search ends; the piecewise root's count must finish first.
 pub(crate) fn pla_serves_better(far: usize, pivots: usize) -> bool {
-    far.saturating_mul(4) > pivots
+    far.saturating_mul(2) > pivots
 }
 
 impl<K: Key> Root<K> {
@@ -318,9 +320,16 @@ impl<K: Key> Root<K> {
     #[inline(always)]
     fn slot_of(&self, key: &K, guard: &Guard) -> usize {
         if let Some(pla) = &self.pla {
-            // Exact, so the group it names is the one to load: the route
-            // requests it next.
-            return pla.count_le(&self.pivots, key);
+            // Exact, so the group it names is the one to load: request its
+            // node's lines at once (without this, geolite2's `get` through
+            // this root was 237-250 ns instead of 206-216: the node's lines
+            // arrived one after another).
+            let slot = pla.count_le(&self.pivots, key);
+            if let Some(group) = self.slots.get(slot) {
+                let group = group.load(Ordering::Relaxed, guard);
+                prefetch_lines(group.as_raw(), GROUP_LINES);
+            }
+            return slot;
         }
         match &self.rmi {
             Some(rmi) => {
@@ -532,11 +541,11 @@ mod tests {
     }
 
     #[test]
-    fn piecewise_root_serves_when_more_than_a_quarter_predict_far() {
+    fn piecewise_root_serves_when_more_than_half_predict_far() {
         assert!(!pla_serves_better(0, 0));
         assert!(!pla_serves_better(0, 1000));
-        assert!(!pla_serves_better(250, 1000));
-        assert!(pla_serves_better(251, 1000));
+        assert!(!pla_serves_better(500, 1000));
+        assert!(pla_serves_better(501, 1000));
         assert!(pla_serves_better(1, 1));
         assert!(!pla_serves_better(usize::MAX / 2, usize::MAX));
     }

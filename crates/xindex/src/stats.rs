@@ -30,8 +30,8 @@ pub struct Stats {
     /// Worst error, in slots, of one of those models.
     pub root_max_error: usize,
     /// Whether the piecewise-linear root routes lookups instead of the RMI:
-    /// chosen at each root build when more than a quarter of the pivots
-    /// are predicted more than 32 slots off by the RMI (skewed keys).
+    /// chosen at each root build when more than half of the pivots are
+    /// predicted more than 4 slots off by the RMI (skewed or clustered keys).
     pub root_piecewise: bool,
     /// Two-Phase Compactions run (excluding those inside splits and merges).
     pub compactions: u64,

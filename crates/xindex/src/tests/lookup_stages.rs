@@ -9,7 +9,13 @@
 //!
 //! `cargo test --release -p lidx-xindex --lib lookup_stages -- --ignored --nocapture`
 //! (`LIDX_STAGES_DATA=<SOSD u64 file>` picks the key set; default geolite2
-//! from `../shared/data`, or 3M generated lognormal-gap keys without it).
+//! from `../shared/data`, or 3M generated lognormal-gap keys without it;
+//! `LIDX_STAGES_ROOT=pla` or `rmi` forces the root's model).
+//!
+//! Besides the stages, each round times `get` inside an outer epoch pin
+//! (so `get`'s own pin nests, without its locked instruction) and the
+//! group's part alone, with every probe's group routed beforehand: what a
+//! free route would leave.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -17,6 +23,9 @@ use std::path::PathBuf;
 use std::sync::RwLock;
 use std::time::Instant;
 
+use crossbeam_epoch::Owned;
+
+use crate::root::{Root, RootModel};
 use crate::{Config, XIndex};
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -69,6 +78,7 @@ fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
 fn lookup_stages() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
+    force_root(&index);
     let mut state = 1;
     let probes: Vec<u64> = (0..4_000_000)
         .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
@@ -122,6 +132,24 @@ fn lookup_stages() {
             assert!(values.iter().zip(batch).all(|(v, k)| *v == Some(*k)));
         }
         let many = per_probe(t);
+        let outer = index.inner().reclaimer.pin();
+        let t = Instant::now();
+        for k in &probes {
+            assert_eq!(index.get(k), Some(*k));
+        }
+        let nested = per_probe(t);
+        let root = index.inner().root(&outer);
+        let routed: Vec<_> = probes.iter().map(|k| root.route(k, &outer)).collect();
+        let t = Instant::now();
+        for (k, g) in probes.iter().zip(&routed) {
+            let _g = index.inner().reclaimer.pin();
+            assert_eq!(crate::inner::read_in_group(g, k), Some(*k));
+        }
+        let oracle = per_probe(t);
+        drop(outer);
+        println!(
+            "round {round}: get nested in an outer pin {nested:.0} ns | with the group given {oracle:.0} ns"
+        );
         println!(
             "round {round}: route {route:.0} ns | +group model {predict:.0} | +key search {search:.0} \
              | +value {record:.0} | get (with epoch pin) {get:.0} | BTreeMap+RwLock {btree:.0} ({:.2}x) \
@@ -240,4 +268,61 @@ fn prediction_errors() {
             100.0 * root_acc as f64 / total as f64
         );
     }
+}
+
+/// With `LIDX_STAGES_ROOT=pla` (or `rmi`), replaces the index's root by
+/// one that routes through that model whatever the automatic choice.
+fn force_root(index: &XIndex<u64, u64>) {
+    use std::sync::atomic::Ordering;
+    let model = match std::env::var("LIDX_STAGES_ROOT").as_deref() {
+        Ok("pla") => RootModel::Pla,
+        Ok("rmi") => RootModel::Rmi,
+        _ => return,
+    };
+    let inner = index.inner();
+    let guard = inner.reclaimer.pin();
+    let old = inner.root(&guard);
+    let groups: Vec<_> = old
+        .slots
+        .iter()
+        .map(|s| s.load(Ordering::Acquire, &guard))
+        .collect();
+    let config = Config::default();
+    let root = Root::with_model(
+        groups,
+        old.leaf_count(),
+        config.max_root_models,
+        config.error_bound,
+        config.merge_error(),
+        model,
+    );
+    let old = inner.root.swap(Owned::new(root), Ordering::AcqRel, &guard);
+    // SAFETY: the swap unlinked the old root, and only this call retires it.
+    unsafe { inner.reclaimer.retire(old) };
+}
+
+/// One route, kept out of line so that `callgrind --toggle-collect` can
+/// count its instructions.
+#[inline(never)]
+fn route_only(root: &crate::root::Root<u64>, k: &u64, guard: &crossbeam_epoch::Guard) -> usize {
+    root.route(k, guard) as *const _ as usize
+}
+
+/// Routes 100k random keys through [`route_only`]: instructions per route
+/// are `callgrind --toggle-collect='*route_only*'`'s count over 100k.
+#[test]
+#[ignore = "measuring tool; run under callgrind"]
+fn route_instructions() {
+    let (_, keys) = key_set();
+    let index = loaded(&keys);
+    force_root(&index);
+    let guard = index.inner().reclaimer.pin();
+    let root = index.inner().root(&guard);
+    let mut state = 1;
+    let mut acc = 0;
+    for _ in 0..100_000 {
+        let k = keys[(splitmix(&mut state) % keys.len() as u64) as usize];
+        acc ^= route_only(root, &k, &guard);
+    }
+    black_box(acc);
 }
