@@ -119,33 +119,16 @@ impl<K: Key> PivotPla<K> {
         // One level (up to [`TOP_SEGMENTS`] segments over the pivots): the
         // loop below, without its bookkeeping.
         if let [level] = &*self.levels {
-            let line = level.lines[segment];
-            let x = key.offset_from(&level.origins[segment]);
-            let pos = round_clamp(line.intercept + line.slope * x, pivots.len());
-            return if std::mem::needs_drop::<K>() {
-                exponential_by(pivots, pos, |p| p <= key)
-            } else {
-                counted_within(pivots, pos, WINDOW, line.reach, |p| p <= key, |_, _| {})
-            };
+            return level.count_le(segment, pivots, key);
         }
         let mut i = top;
         loop {
-            let level = &self.levels[i];
-            let line = level.lines[segment];
             let below: &[K] = if i == 0 {
                 pivots
             } else {
                 &self.levels[i - 1].origins
             };
-            let x = key.offset_from(&level.origins[segment]);
-            let pos = round_clamp(line.intercept + line.slope * x, below.len());
-            let count = if std::mem::needs_drop::<K>() {
-                // Keys that own memory compare slowly: gallop, comparing
-                // only as many as needed.
-                exponential_by(below, pos, |p| p <= key)
-            } else {
-                counted_within(below, pos, WINDOW, line.reach, |p| p <= key, |_, _| {})
-            };
+            let count = self.levels[i].count_le(segment, below, key);
             if i == 0 {
                 return count;
             }
@@ -156,6 +139,22 @@ impl<K: Key> PivotPla<K> {
 }
 
 impl<K: Key> Level<K> {
+    /// Number of `below` (the entries this level was fitted to) `<= key`,
+    /// counted around `segment`'s prediction.
+    #[inline(always)]
+    fn count_le(&self, segment: usize, below: &[K], key: &K) -> usize {
+        let line = self.lines[segment];
+        let x = key.offset_from(&self.origins[segment]);
+        let pos = round_clamp(line.intercept + line.slope * x, below.len());
+        if std::mem::needs_drop::<K>() {
+            // Keys that own memory compare slowly: gallop, comparing
+            // only as many as needed.
+            exponential_by(below, pos, |p| p <= key)
+        } else {
+            counted_within(below, pos, WINDOW, line.reach, |p| p <= key, |_, _| {})
+        }
+    }
+
     /// The optimal PLA of `below` at [`EPS`], each segment's reach
     /// measured on the entries it serves with the lookup's arithmetic.
     fn fit(below: &[K]) -> Option<Self> {
