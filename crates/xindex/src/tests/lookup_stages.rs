@@ -64,13 +64,16 @@ fn key_set() -> (String, Vec<u64>) {
 }
 
 /// An index over `keys` (each its own value), without background
-/// maintenance: the shape a bulk load gives, held still while measured.
+/// maintenance: the shape a bulk load gives, held still while measured
+/// (with the root model `LIDX_STAGES_ROOT` asks for, see [`force_root`]).
 fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
     let config = Config {
         maintenance_interval: None,
         ..Config::default()
     };
-    XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load")
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).expect("bulk load");
+    force_root(&index);
+    index
 }
 
 #[test]
@@ -78,7 +81,6 @@ fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
 fn lookup_stages() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
-    force_root(&index);
     let mut state = 1;
     let probes: Vec<u64> = (0..4_000_000)
         .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
@@ -315,7 +317,6 @@ fn route_only(root: &crate::root::Root<u64>, k: &u64, guard: &crossbeam_epoch::G
 fn route_instructions() {
     let (_, keys) = key_set();
     let index = loaded(&keys);
-    force_root(&index);
     let guard = index.inner().reclaimer.pin();
     let root = index.inner().root(&guard);
     let mut state = 1;
