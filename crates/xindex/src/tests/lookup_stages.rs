@@ -279,8 +279,12 @@ fn force_root(index: &XIndex<u64, u64>) {
     let model = match std::env::var("LIDX_STAGES_ROOT").as_deref() {
         Ok("pla") => RootModel::Pla,
         Ok("rmi") => RootModel::Rmi,
-        _ => return,
+        _ => RootModel::Auto,
     };
+    let hints = std::env::var("LIDX_STAGES_HINTS").as_deref() != Ok("off");
+    if model == RootModel::Auto && hints {
+        return;
+    }
     let inner = index.inner();
     let guard = inner.reclaimer.pin();
     let old = inner.root(&guard);
@@ -298,6 +302,7 @@ fn force_root(index: &XIndex<u64, u64>) {
         config.merge_error(),
         model,
     );
+    let root = if hints { root } else { root.without_hints() };
     let old = inner.root.swap(Owned::new(root), Ordering::AcqRel, &guard);
     // SAFETY: the swap unlinked the old root, and only this call retires it.
     unsafe { inner.reclaimer.retire(old) };

@@ -5,6 +5,7 @@
 
 mod api;
 mod edges;
+mod hints;
 mod linearizability;
 mod lookup_stages;
 mod lost_update;

@@ -1,0 +1,77 @@
+//! The root's array hints (`root::ArrayHint`) are prefetch addresses
+//! only: lookups through a root whose hints name arrays that maintenance
+//! has since replaced and freed must still answer from the live groups.
+
+use std::collections::BTreeMap;
+
+use super::{settle, tiny_config};
+use crate::{Config, XIndex};
+
+#[test]
+fn lookups_stay_exact_while_hints_go_stale() {
+    let config = Config {
+        initial_group_size: 8,
+        max_root_models: 4096,
+        ..tiny_config()
+    };
+    let keys = (0..20_000u64).map(|i| i * 7);
+    let index = XIndex::bulk_load(keys.clone().map(|k| (k, k)), config).expect("bulk load");
+    let mut oracle: BTreeMap<u64, u64> = keys.map(|k| (k, k)).collect();
+    let has_hints = || {
+        let guard = index.inner().reclaimer.pin();
+        index.inner().root(&guard).has_hints()
+    };
+    assert!(has_hints(), "{} groups", index.stats().groups.len());
+    let check = |oracle: &BTreeMap<u64, u64>| {
+        for probe in (0..20_000u64 * 7 + 10).step_by(3) {
+            assert_eq!(
+                index.get(&probe),
+                oracle.get(&probe).copied(),
+                "key {probe}"
+            );
+        }
+    };
+    for round in 0..3u64 {
+        // Writes that make maintenance rebuild most groups (new arrays at
+        // new addresses), checked before and after the passes that
+        // replace them and the root.
+        for i in (round..20_000).step_by(5) {
+            let k = i * 7;
+            assert_eq!(index.remove(&k), oracle.remove(&k));
+            let fresh = k + 1 + round;
+            assert_eq!(
+                index.insert(fresh, fresh ^ round),
+                oracle.insert(fresh, fresh ^ round)
+            );
+        }
+        check(&oracle);
+        // One pass replaces groups under the root that hinted at their
+        // old arrays; settling merges many of them away.
+        index.maintain_now();
+        check(&oracle);
+        settle(&index);
+        check(&oracle);
+    }
+}
+
+#[test]
+fn small_roots_and_string_keys_keep_no_hints() {
+    let small = XIndex::bulk_load((0..1000u64).map(|k| (k, k)), tiny_config()).expect("bulk load");
+    let guard = small.inner().reclaimer.pin();
+    assert!(small.stats().groups.len() <= 1024 && !small.inner().root(&guard).has_hints());
+    drop(guard);
+    let config = Config {
+        initial_group_size: 8,
+        max_root_models: 4096,
+        ..tiny_config()
+    };
+    let strings = XIndex::bulk_load(
+        (0..20_000u64).map(|k| (format!("{k:08}").into_bytes(), k)),
+        config,
+    )
+    .expect("bulk load");
+    let guard = strings.inner().reclaimer.pin();
+    assert!(strings.stats().groups.len() > 1024);
+    assert!(!strings.inner().root(&guard).has_hints());
+    assert_eq!(strings.get(&b"00012345".to_vec()), Some(12345));
+}
