@@ -14,7 +14,7 @@ use crossbeam_epoch::{Atomic, Guard, Shared};
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, round_clamp};
-use lidx_core::prefetch::prefetch_lines;
+use lidx_core::prefetch::{CACHE_LINE, prefetch_lines};
 use lidx_core::search::{exponential_by, upper_bound_within};
 
 use crate::group::Group;
@@ -170,6 +170,9 @@ struct ArrayHint<K> {
 /// Keys on each side of a hint's prediction whose lines are requested.
 const HINT_REACH: usize = 16;
 
+/// Most keys of a group a hint's line is fitted to.
+const HINT_SAMPLE: usize = 64;
+
 /// Fewest slots for which a root keeps [`ArrayHint`]s. Below it the group
 /// nodes (about 1 KiB each with their routers) fit in a core's L2 and
 /// arrive at once, and the hint only adds work: on books (258 groups) a
@@ -181,9 +184,14 @@ const HINTS_ABOVE_SLOTS: usize = 1024;
 impl<K: Key> ArrayHint<K> {
     fn of(group: &Group<K>) -> Option<Self> {
         let (keys, cells) = group.arrays();
-        let model = fit_least_squares(keys).ok()?.model;
+        // Every root update builds every hint: fit a sample of at most
+        // [`HINT_SAMPLE`] keys, so that costs O(groups), not O(keys).
+        let stride = keys.len().div_ceil(HINT_SAMPLE).max(1);
+        let sample: Vec<K> = keys.iter().step_by(stride).cloned().collect();
+        let fit = fit_least_squares(&sample).ok()?.model;
+        let scale = stride as f64;
         Some(ArrayHint {
-            model,
+            model: LinearModel::new(fit.origin, fit.slope * scale, fit.intercept * scale),
             len: keys.len(),
             keys: keys.as_ptr() as usize,
             cells: cells.as_ptr() as usize,
@@ -196,7 +204,7 @@ impl<K: Key> ArrayHint<K> {
     fn prefetch(&self, key: &K) {
         let pos = self.model.predict_pos(key, self.len);
         let first = pos.saturating_sub(HINT_REACH);
-        let key_lines = (2 * HINT_REACH * std::mem::size_of::<K>()).div_ceil(64) + 1;
+        let key_lines = (2 * HINT_REACH * std::mem::size_of::<K>()).div_ceil(CACHE_LINE) + 1;
         prefetch_lines((self.keys as *const K).wrapping_add(first), key_lines);
         prefetch_lines(
             (self.cells as *const CellBlock).wrapping_add(first / SLOTS),
