@@ -415,10 +415,7 @@ impl<K: Key> Root<K> {
             // this root was 237-250 ns instead of 206-216: the node's lines
             // arrived one after another).
             let slot = pla.count_le(&self.pivots, key);
-            if let Some(group) = self.slots.get(slot) {
-                let group = group.load(Ordering::Relaxed, guard);
-                prefetch_lines(group.as_raw(), GROUP_LINES);
-            }
+            self.prefetch_group(slot, guard);
             return slot;
         }
         match &self.rmi {
@@ -426,12 +423,7 @@ impl<K: Key> Root<K> {
                 let (predicted, error) = rmi.predict(key, self.pivots.len());
                 // The predicted slot's group is usually the answer: start
                 // loading its node while the bounded pivot search runs.
-                if let Some(slot) = self.slots.get(predicted) {
-                    let group = slot.load(Ordering::Relaxed, guard);
-                    if !group.is_null() {
-                        prefetch_lines(group.as_raw(), GROUP_LINES);
-                    }
-                }
+                self.prefetch_group(predicted, guard);
                 // A small window: its binary search is a few probes. A wide
                 // one (a leaf with a few far outliers): gallop from the
                 // prediction, which is usually much closer than the bound.
@@ -442,6 +434,18 @@ impl<K: Key> Root<K> {
                 }
             }
             None => 0,
+        }
+    }
+
+    /// Requests the cache lines a lookup reads of the group node in `slot`
+    /// (nothing for a slot out of range or merged away).
+    #[inline(always)]
+    fn prefetch_group(&self, slot: usize, guard: &Guard) {
+        if let Some(group) = self.slots.get(slot) {
+            let group = group.load(Ordering::Relaxed, guard);
+            if !group.is_null() {
+                prefetch_lines(group.as_raw(), GROUP_LINES);
+            }
         }
     }
 
@@ -462,8 +466,7 @@ impl<K: Key> Root<K> {
     #[inline]
     pub(crate) fn slot_prefetched(&self, key: &K, guard: &Guard) -> usize {
         let slot = self.slot_of(key, guard);
-        let group = self.slots[slot].load(Ordering::Relaxed, guard);
-        prefetch_lines(group.as_raw(), GROUP_LINES);
+        self.prefetch_group(slot, guard);
         slot
     }
 
