@@ -27,6 +27,7 @@ use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_lines, prefetch_slice};
 use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
 
 use crate::delta::Delta;
+use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
 use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
 use crate::tail::Tail;
@@ -390,6 +391,9 @@ pub(crate) struct Group<K> {
     /// The temporary delta (`tmp_buf`), set once, after `buf` is frozen and
     /// an epoch barrier has passed.
     pub(crate) tmp: OnceLock<Arc<Delta<K>>>,
+    /// Where the arrays are and a model of positions in them, relative to
+    /// `pivot`, for the root to copy ([`ArrayHint::NONE`] without a pivot).
+    pub(crate) hint: ArrayHint,
 }
 
 impl<K: Key> Group<K> {
@@ -429,6 +433,9 @@ impl<K: Key> Group<K> {
         models: Box<[SubModel<K>]>,
         buf: Arc<Delta<K>>,
     ) -> Self {
+        let hint = pivot.as_ref().map_or(ArrayHint::NONE, |p| {
+            ArrayHint::fit(p, &records.keys, &records.cells)
+        });
         Group {
             next: Atomic::null(),
             // SAFETY: the node owns `records` (through the `Arc`) and
@@ -443,6 +450,7 @@ impl<K: Key> Group<K> {
             models,
             buf,
             tmp: OnceLock::new(),
+            hint,
         }
     }
 

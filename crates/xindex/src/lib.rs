@@ -34,6 +34,7 @@ mod config;
 mod delta;
 mod delta_tree;
 mod group;
+mod hint;
 mod hooks;
 mod index;
 mod inner;

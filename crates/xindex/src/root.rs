@@ -13,13 +13,13 @@ use std::sync::atomic::Ordering;
 use crossbeam_epoch::{Atomic, Guard, Shared};
 use lidx_core::Key;
 use lidx_core::model::linear::fit_least_squares;
-use lidx_core::model::{LinearModel, PositionModel, round_clamp};
-use lidx_core::prefetch::{CACHE_LINE, prefetch_lines};
+use lidx_core::model::{LinearModel, round_clamp};
+use lidx_core::prefetch::prefetch_lines;
 use lidx_core::search::{exponential_by, upper_bound_within};
 
 use crate::group::Group;
+use crate::hint::ArrayHint;
 use crate::pivot_pla::PivotPla;
-use crate::record::{CellBlock, SLOTS};
 
 /// One second-stage model: predicts a pivot position, with its exact error.
 struct Leaf<K> {
@@ -148,70 +148,18 @@ pub(crate) struct Root<K> {
     pub(crate) slots: Box<[Atomic<Group<K>>]>,
     rmi: Option<Rmi<K>>,
     pla: Option<PivotPla<K>>,
-    /// Per slot, where its group's arrays were when this root was built
-    /// and one line over their keys (empty for keys that own memory).
-    hints: Box<[Option<ArrayHint<K>>]>,
+    /// Per slot, its group's [`ArrayHint`] when this root was built (empty
+    /// for small roots and keys that own memory).
+    hints: Box<[ArrayHint]>,
 }
-
-/// Where a slot's group kept its sorted keys and cells when the root was
-/// built, and one least-squares line over the keys: enough to request the
-/// likely key and cell lines while the group node itself is still on its
-/// way from memory. Only ever used as prefetch addresses, so a hint made
-/// stale by maintenance (new arrays, freed old ones) costs bandwidth,
-/// never correctness.
-struct ArrayHint<K> {
-    model: LinearModel<K>,
-    len: usize,
-    /// Addresses, not pointers: never dereferenced.
-    keys: usize,
-    cells: usize,
-}
-
-/// Keys on each side of a hint's prediction whose lines are requested.
-const HINT_REACH: usize = 16;
-
-/// Most keys of a group a hint's line is fitted to.
-const HINT_SAMPLE: usize = 64;
 
 /// Fewest slots for which a root keeps [`ArrayHint`]s. Below it the group
 /// nodes (about 1 KiB each with their routers) fit in a core's L2 and
 /// arrive at once, and the hint only adds work: on books (258 groups) a
-/// `get` took 286-321 ns with hints and 247-302 without (stage tool,
-/// AMD guest); on osm (1,551 groups) 285-333 against 320-350 and
-/// geolite2 (6,727) 344-496 against 381-587.
+/// `get` took 286-321 ns with hints and 247-302 without (stage tool, AMD
+/// guest, session 22's one-line hints); on osm (1,551 groups) 285-333
+/// against 320-350 and geolite2 (6,727) 344-496 against 381-587.
 const HINTS_ABOVE_SLOTS: usize = 1024;
-
-impl<K: Key> ArrayHint<K> {
-    fn of(group: &Group<K>) -> Option<Self> {
-        let (keys, cells) = group.arrays();
-        // Every root update builds every hint: fit a sample of at most
-        // [`HINT_SAMPLE`] keys, so that costs O(groups), not O(keys).
-        let stride = keys.len().div_ceil(HINT_SAMPLE).max(1);
-        let sample: Vec<K> = keys.iter().step_by(stride).cloned().collect();
-        let fit = fit_least_squares(&sample).ok()?.model;
-        let scale = stride as f64;
-        Some(ArrayHint {
-            model: LinearModel::new(fit.origin, fit.slope * scale, fit.intercept * scale),
-            len: keys.len(),
-            keys: keys.as_ptr() as usize,
-            cells: cells.as_ptr() as usize,
-        })
-    }
-
-    /// Requests the key and cell lines within [`HINT_REACH`] of the
-    /// predicted position of `key`.
-    #[inline(always)]
-    fn prefetch(&self, key: &K) {
-        let pos = self.model.predict_pos(key, self.len);
-        let first = pos.saturating_sub(HINT_REACH);
-        let key_lines = (2 * HINT_REACH * std::mem::size_of::<K>()).div_ceil(CACHE_LINE) + 1;
-        prefetch_lines((self.keys as *const K).wrapping_add(first), key_lines);
-        prefetch_lines(
-            (self.cells as *const CellBlock).wrapping_add(first / SLOTS),
-            (2 * HINT_REACH).div_ceil(SLOTS) + 1,
-        );
-    }
-}
 
 /// Which model routes a lookup to its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,7 +286,7 @@ impl<K: Key> Root<K> {
                 .iter()
                 .map(|g| {
                     // SAFETY: as above.
-                    unsafe { g.as_ref() }.and_then(ArrayHint::of)
+                    unsafe { g.as_ref() }.map_or(ArrayHint::NONE, |g| g.hint)
                 })
                 .collect()
         };
@@ -380,7 +328,13 @@ impl<K: Key> Root<K> {
     /// their nodes arrive (see [`ArrayHint`]).
     #[cfg(all(test, not(xindex_loom)))]
     pub(crate) fn has_hints(&self) -> bool {
-        !self.hints.is_empty()
+        self.hinted_slots() > 0
+    }
+
+    /// Slots whose hint names arrays.
+    #[cfg(all(test, not(xindex_loom)))]
+    pub(crate) fn hinted_slots(&self) -> usize {
+        self.hints.iter().filter(|h| h.is_some()).count()
     }
 
     /// Drops the array hints (measuring tools: lookups without them).
@@ -438,13 +392,17 @@ impl<K: Key> Root<K> {
     }
 
     /// Requests the cache lines a lookup reads of the group node in `slot`
-    /// (nothing for a slot out of range or merged away).
+    /// and the slot's hint (nothing for a slot out of range or merged
+    /// away).
     #[inline(always)]
     fn prefetch_group(&self, slot: usize, guard: &Guard) {
         if let Some(group) = self.slots.get(slot) {
             let group = group.load(Ordering::Relaxed, guard);
             if !group.is_null() {
                 prefetch_lines(group.as_raw(), GROUP_LINES);
+            }
+            if let Some(hint) = self.hints.get(slot) {
+                prefetch_lines(hint, 1);
             }
         }
     }
@@ -455,8 +413,9 @@ impl<K: Key> Root<K> {
     #[inline(always)]
     pub(crate) fn route<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
         let slot = self.slot_of(key, guard);
-        if let Some(Some(hint)) = self.hints.get(slot) {
-            hint.prefetch(key);
+        // Slot 0 has no pivot, and its group no hint.
+        if let (Some(hint), Some(pivot)) = (self.hints.get(slot), slot.checked_sub(1)) {
+            hint.prefetch::<K>(key.offset_from(&self.pivots[pivot]));
         }
         self.route_from(slot, key, guard)
     }

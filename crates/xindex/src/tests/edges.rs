@@ -186,7 +186,8 @@ fn float_extremes() {
     exercise(&start, &ops, Config::default());
 }
 
-fn committed(name: &str) -> std::path::PathBuf {
+/// Path of a key set committed under `data/`.
+pub(super) fn committed(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../data")
         .join(name)

@@ -75,3 +75,56 @@ fn small_roots_and_string_keys_keep_no_hints() {
     assert!(!strings.inner().root(&guard).has_hints());
     assert_eq!(strings.get(&b"00012345".to_vec()), Some(12345));
 }
+
+#[test]
+fn real_key_sets_get_hints_and_exact_lookups() {
+    use lidx_core::F64Key;
+    let config = Config {
+        initial_group_size: 128,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let ips = lidx_core::keyset::open_sosd_u64(&super::edges::committed("tor_geoip_ipv4_uint64"))
+        .expect("committed key set")
+        .as_slice()
+        .to_vec();
+    let index = XIndex::bulk_load(ips.iter().map(|&k| (k, !k)), config.clone()).expect("bulk load");
+    {
+        let guard = index.inner().reclaimer.pin();
+        let root = index.inner().root(&guard);
+        let groups = index.stats().groups.len();
+        // Most groups of a real key set fit four segments within 64
+        // positions (geolite2: 90%).
+        assert!(
+            groups > 1024 && root.hinted_slots() * 2 > groups,
+            "{groups} groups, {} hinted",
+            root.hinted_slots()
+        );
+    }
+    for (i, &k) in ips.iter().enumerate() {
+        assert_eq!(index.get(&k), Some(!k));
+        let between = k.wrapping_add(1);
+        if ips.get(i + 1) != Some(&between) {
+            assert_eq!(index.get(&between), None, "{between}");
+        }
+    }
+    // Float keys: offsets are floats too.
+    let longitudes: Vec<F64Key> =
+        lidx_core::keyset::open_sosd_f64(&super::edges::committed("geopointdb_longitudes_f64"))
+            .expect("committed key set")
+            .as_slice()
+            .iter()
+            .map(|&x| F64Key::new(x).expect("not NaN"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+    let index =
+        XIndex::bulk_load(longitudes.iter().map(|k| (*k, 7u64)), config).expect("bulk load");
+    {
+        let guard = index.inner().reclaimer.pin();
+        assert!(index.inner().root(&guard).has_hints());
+    }
+    for k in &longitudes {
+        assert_eq!(index.get(k), Some(7));
+    }
+}

@@ -308,6 +308,87 @@ fn force_root(index: &XIndex<u64, u64>) {
     unsafe { inner.reclaimer.retire(old) };
 }
 
+/// Alternates, in one process over one bulk load, a root with hints and
+/// one without over the same groups, timing random `get`s (independent,
+/// then chained) through each: the host's drift between rounds hits both
+/// alike.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn hint_ab() {
+    use std::sync::atomic::Ordering;
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
+    let inner = index.inner();
+    let mut state = 3;
+    let probes: Vec<u64> = (0..1_000_000)
+        .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
+        .collect();
+    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
+    let build = |hints: bool| {
+        let guard = inner.reclaimer.pin();
+        let old = inner.root(&guard);
+        let groups: Vec<_> = old
+            .slots
+            .iter()
+            .map(|s| s.load(Ordering::Acquire, &guard))
+            .collect();
+        let config = Config::default();
+        let root = Root::new(
+            groups,
+            old.leaf_count(),
+            config.max_root_models,
+            config.error_bound,
+            config.merge_error(),
+        );
+        if hints { root } else { root.without_hints() }
+    };
+    let hinted = build(true).hinted_slots();
+    println!(
+        "{name}: {} groups, {hinted} with hints",
+        index.stats().groups.len()
+    );
+    const ROUNDS: usize = 8;
+    let mut results = [Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        for (hints, result) in [false, true].into_iter().zip(results.iter_mut()) {
+            let guard = inner.reclaimer.pin();
+            let old = inner
+                .root
+                .swap(Owned::new(build(hints)), Ordering::AcqRel, &guard);
+            // SAFETY: the swap unlinked the old root, and only this call
+            // retires it.
+            unsafe { inner.reclaimer.retire(old) };
+            drop(guard);
+            let t = Instant::now();
+            for k in &probes {
+                assert_eq!(index.get(k), Some(*k));
+            }
+            let independent = per_probe(t);
+            let zero = black_box(0u64);
+            let t = Instant::now();
+            let mut last = 0u64;
+            for &k in &probes {
+                last = index.get(&(k | (last & zero))).unwrap_or(1);
+            }
+            black_box(last);
+            result.push((independent, per_probe(t)));
+        }
+    }
+    for (label, result) in ["no hints", "hints"].into_iter().zip(results) {
+        let mut ind: Vec<f64> = result.iter().map(|r| r.0).collect();
+        let mut ch: Vec<f64> = result.iter().map(|r| r.1).collect();
+        ind.sort_by(f64::total_cmp);
+        ch.sort_by(f64::total_cmp);
+        println!(
+            "{label:>8}: get median {:.0} ns (min {:.0}) | chained median {:.0} ns (min {:.0})",
+            ind[ROUNDS / 2],
+            ind[0],
+            ch[ROUNDS / 2],
+            ch[0]
+        );
+    }
+}
+
 /// One route, kept out of line so that `callgrind --toggle-collect` can
 /// count its instructions.
 #[inline(never)]
