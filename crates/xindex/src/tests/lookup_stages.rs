@@ -275,7 +275,6 @@ fn prediction_errors() {
 /// With `LIDX_STAGES_ROOT=pla` (or `rmi`), replaces the index's root by
 /// one that routes through that model whatever the automatic choice.
 fn force_root(index: &XIndex<u64, u64>) {
-    use std::sync::atomic::Ordering;
     let model = match std::env::var("LIDX_STAGES_ROOT").as_deref() {
         Ok("pla") => RootModel::Pla,
         Ok("rmi") => RootModel::Rmi,
@@ -285,6 +284,13 @@ fn force_root(index: &XIndex<u64, u64>) {
     if model == RootModel::Auto && hints {
         return;
     }
+    install_root(index, rebuilt_root(index, model, hints));
+}
+
+/// A new root over the index's current groups, routing through `model`,
+/// with or without array hints.
+fn rebuilt_root(index: &XIndex<u64, u64>, model: RootModel, hints: bool) -> Root<u64> {
+    use std::sync::atomic::Ordering;
     let inner = index.inner();
     let guard = inner.reclaimer.pin();
     let old = inner.root(&guard);
@@ -302,7 +308,14 @@ fn force_root(index: &XIndex<u64, u64>) {
         config.merge_error(),
         model,
     );
-    let root = if hints { root } else { root.without_hints() };
+    if hints { root } else { root.without_hints() }
+}
+
+/// Makes `root` the index's root, retiring the old one.
+fn install_root(index: &XIndex<u64, u64>, root: Root<u64>) {
+    use std::sync::atomic::Ordering;
+    let inner = index.inner();
+    let guard = inner.reclaimer.pin();
     let old = inner.root.swap(Owned::new(root), Ordering::AcqRel, &guard);
     // SAFETY: the swap unlinked the old root, and only this call retires it.
     unsafe { inner.reclaimer.retire(old) };
@@ -315,34 +328,14 @@ fn force_root(index: &XIndex<u64, u64>) {
 #[test]
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn hint_ab() {
-    use std::sync::atomic::Ordering;
     let (name, keys) = key_set();
     let index = loaded(&keys);
-    let inner = index.inner();
     let mut state = 3;
     let probes: Vec<u64> = (0..1_000_000)
         .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
         .collect();
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
-    let build = |hints: bool| {
-        let guard = inner.reclaimer.pin();
-        let old = inner.root(&guard);
-        let groups: Vec<_> = old
-            .slots
-            .iter()
-            .map(|s| s.load(Ordering::Acquire, &guard))
-            .collect();
-        let config = Config::default();
-        let root = Root::new(
-            groups,
-            old.leaf_count(),
-            config.max_root_models,
-            config.error_bound,
-            config.merge_error(),
-        );
-        if hints { root } else { root.without_hints() }
-    };
-    let hinted = build(true).hinted_slots();
+    let hinted = rebuilt_root(&index, RootModel::Auto, true).hinted_slots();
     println!(
         "{name}: {} groups, {hinted} with hints",
         index.stats().groups.len()
@@ -351,14 +344,7 @@ fn hint_ab() {
     let mut results = [Vec::new(), Vec::new()];
     for _ in 0..ROUNDS {
         for (hints, result) in [false, true].into_iter().zip(results.iter_mut()) {
-            let guard = inner.reclaimer.pin();
-            let old = inner
-                .root
-                .swap(Owned::new(build(hints)), Ordering::AcqRel, &guard);
-            // SAFETY: the swap unlinked the old root, and only this call
-            // retires it.
-            unsafe { inner.reclaimer.retire(old) };
-            drop(guard);
+            install_root(&index, rebuilt_root(&index, RootModel::Auto, hints));
             let t = Instant::now();
             for k in &probes {
                 assert_eq!(index.get(k), Some(*k));
