@@ -399,3 +399,24 @@ fn route_instructions() {
     }
     black_box(acc);
 }
+
+/// One `get`, kept out of line so that `callgrind --toggle-collect` can
+/// count its instructions.
+#[inline(never)]
+fn get_only(index: &XIndex<u64, u64>, k: &u64) -> Option<u64> {
+    index.get(k)
+}
+
+/// 100k random `get`s through [`get_only`]: instructions per `get` are
+/// `callgrind --toggle-collect='*get_only*'`'s count over 100k.
+#[test]
+#[ignore = "measuring tool; run under callgrind"]
+fn get_instructions() {
+    let (_, keys) = key_set();
+    let index = loaded(&keys);
+    let mut state = 1;
+    for _ in 0..100_000 {
+        let k = keys[(splitmix(&mut state) % keys.len() as u64) as usize];
+        assert_eq!(get_only(&index, &k), Some(k));
+    }
+}
