@@ -63,6 +63,14 @@ fn key_set() -> (String, Vec<u64>) {
     ("generated (3M keys, log-uniform gaps)".into(), keys)
 }
 
+/// `count` keys drawn uniformly from `keys` (with repeats), from `seed`.
+fn random_probes(keys: &[u64], count: usize, seed: u64) -> Vec<u64> {
+    let mut state = seed;
+    (0..count)
+        .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
+        .collect()
+}
+
 /// An index over `keys` (each its own value), without background
 /// maintenance: the shape a bulk load gives, held still while measured
 /// (with the root model `LIDX_STAGES_ROOT` asks for, see [`force_root`]).
@@ -81,10 +89,7 @@ fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
 fn lookup_stages() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
-    let mut state = 1;
-    let probes: Vec<u64> = (0..4_000_000)
-        .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
-        .collect();
+    let probes = random_probes(&keys, 4_000_000, 1);
     let map = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
     let stats = index.stats();
@@ -330,10 +335,7 @@ fn install_root(index: &XIndex<u64, u64>, root: Root<u64>) {
 fn hint_ab() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
-    let mut state = 3;
-    let probes: Vec<u64> = (0..1_000_000)
-        .map(|_| keys[(splitmix(&mut state) % keys.len() as u64) as usize])
-        .collect();
+    let probes = random_probes(&keys, 1_000_000, 3);
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
     let hinted = rebuilt_root(&index, RootModel::Auto, true).hinted_slots();
     println!(
