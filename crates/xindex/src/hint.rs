@@ -181,7 +181,7 @@ impl ArrayHint {
     /// Predicted position of the key at offset `x` from the pivot (a
     /// float-to-int cast saturates: below 0, or NaN, gives 0).
     #[inline(always)]
-    fn predict(&self, x: f64) -> usize {
+    pub(crate) fn predict(&self, x: f64) -> usize {
         let b = &self.breaks;
         let j = b.iter().map(|&b| usize::from(x >= b)).sum::<usize>();
         let anchor = if j == 0 { 0.0 } else { b[j - 1] };

@@ -216,7 +216,7 @@ impl<K: Key> Inner<K> {
         /// without branches. Lognormal 10M `lookup`, 1 thread: 1.65–1.72x ->
         /// 1.82–2.05x `btreemap` (`docs/results/xindex-session19.md`).
         #[inline(always)]
-        pub(crate) fn get(&self, key: &K) -> Option<u64> => get_x86_64_v3, get_portable;
+        pub(crate) fn get(&self, key: &K) -> Option<u64> => get_x86_64_v3, get_baseline, get_portable;
     }
 
     /// [`get`](Self::get) for the build's baseline target.
@@ -234,7 +234,7 @@ impl<K: Key> Inner<K> {
         /// cache misses of different keys overlap instead of following each
         /// other. One epoch pin per batch.
         pub(crate) fn get_many<V: Value>(&self, keys: &[K], out: &mut Vec<Option<V>>)
-            => get_many_x86_64_v3, get_many_portable;
+            => get_many_x86_64_v3, get_many_baseline, get_many_portable;
     }
 
     /// [`get_many`](Self::get_many) for the build's baseline target.
@@ -265,7 +265,7 @@ impl<K: Key> Inner<K> {
 
     lidx_core::x86_64_v3_twin! {
         /// `put` (upsert): returns the previous value.
-        pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> => put_x86_64_v3, put_portable;
+        pub(crate) fn put(&self, key: &K, word: u64) -> Option<u64> => put_x86_64_v3, put_baseline, put_portable;
     }
 
     /// [`put`](Self::put) for the build's baseline target.
@@ -309,7 +309,7 @@ impl<K: Key> Inner<K> {
 
     lidx_core::x86_64_v3_twin! {
         /// `remove`: returns the removed value.
-        pub(crate) fn remove(&self, key: &K) -> Option<u64> => remove_x86_64_v3, remove_portable;
+        pub(crate) fn remove(&self, key: &K) -> Option<u64> => remove_x86_64_v3, remove_baseline, remove_portable;
     }
 
     /// [`remove`](Self::remove) for the build's baseline target.

@@ -422,3 +422,62 @@ fn get_instructions() {
         assert_eq!(get_only(&index, &k), Some(k));
     }
 }
+
+/// How far the root's array hints and the groups' own models predict each
+/// key from its position, as cumulative shares of the hinted keys: a hint
+/// requests the lines within `HINT_REACH` (16) keys of its prediction, and
+/// a group's first count covers 8 keys on each side of its own.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn hint_errors() {
+    use lidx_core::Key;
+    use std::sync::atomic::Ordering;
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
+    let inner = index.inner();
+    let guard = inner.reclaimer.pin();
+    let root = inner.root(&guard);
+    const UPPER: [usize; 8] = [2, 4, 8, 12, 16, 24, 32, usize::MAX];
+    let (mut hint_hist, mut model_hist) = ([0usize; UPPER.len()], [0usize; UPPER.len()]);
+    let (mut unhinted, mut total) = (0, 0);
+    let bucket = |e: usize| {
+        UPPER
+            .iter()
+            .position(|&u| e <= u)
+            .expect("open last bucket")
+    };
+    for slot in root.slots.iter() {
+        // SAFETY: maintenance is off, so every group the root names stays
+        // alive while `guard` is pinned.
+        let Some(group) = (unsafe { slot.load(Ordering::Acquire, &guard).as_ref() }) else {
+            continue;
+        };
+        let (group_keys, _) = group.arrays();
+        let Some(pivot) = group.pivot.filter(|_| group.hint.is_some()) else {
+            unhinted += group_keys.len();
+            continue;
+        };
+        for (i, k) in group_keys.iter().enumerate() {
+            hint_hist[bucket(group.hint.predict(k.offset_from(&pivot)).abs_diff(i))] += 1;
+            model_hist[bucket(group.prediction(k).pos.abs_diff(i))] += 1;
+            total += 1;
+        }
+    }
+    println!("{name}: {total} keys in hinted groups, {unhinted} in others");
+    let (mut hint_sum, mut model_sum) = (0, 0);
+    for (u, (h, m)) in UPPER.iter().zip(hint_hist.iter().zip(&model_hist)) {
+        hint_sum += h;
+        model_sum += m;
+        let share = |n: usize| n as f64 / total.max(1) as f64;
+        let bound = if *u == usize::MAX {
+            "any".to_string()
+        } else {
+            format!("<= {u}")
+        };
+        println!(
+            "|error| {bound}: hint {:.3} | group model {:.3}",
+            share(hint_sum),
+            share(model_sum)
+        );
+    }
+}
