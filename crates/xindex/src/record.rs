@@ -107,7 +107,7 @@ pub(crate) enum Outcome {
 
 impl RecordCell {
     /// A live record holding `word`.
-    #[cfg(any(test, xindex_loom))]
+    #[cfg(test)]
     pub(crate) fn live(word: u64) -> Self {
         RecordCell {
             meta: AtomicU64::new(0),
