@@ -23,26 +23,9 @@ pub fn rustc_version() -> String {
     env!("LIDX_RUSTC_VERSION").to_owned()
 }
 
-/// Commit of the lidx source tree (with `-dirty` when it has local
-/// changes), or `"unknown"` when git or the tree is not available.
+/// Commit the binary was built from (with `-dirty` when its sources or
+/// manifests had local changes), or `"unknown"` when git or the tree was
+/// not available to the build.
 pub fn git_commit() -> String {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    match run(&["rev-parse", "HEAD"]) {
-        Some(rev) if !rev.is_empty() => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty { format!("{rev}-dirty") } else { rev }
-        }
-        _ => "unknown".to_owned(),
-    }
+    env!("LIDX_GIT_COMMIT").to_owned()
 }
