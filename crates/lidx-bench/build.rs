@@ -22,7 +22,14 @@ fn main() {
     // What the binary is built from: the sources and manifests, and the
     // git state that names them (a commit moves HEAD's branch and the
     // index). Documentation changes neither the binary nor its commit.
-    for watched in ["crates", "Cargo.toml", "Cargo.lock", ".git/HEAD", ".git/index", ".git/refs"] {
+    for watched in [
+        "crates",
+        "Cargo.toml",
+        "Cargo.lock",
+        ".git/HEAD",
+        ".git/index",
+        ".git/refs",
+    ] {
         let path = root.join(watched);
         if path.exists() {
             println!("cargo:rerun-if-changed={}", path.display());
