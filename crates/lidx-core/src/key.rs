@@ -34,6 +34,15 @@ pub trait Key: Ord + Clone + Debug + Send + Sync + 'static {
     /// as the type allows (exact for integer offsets below 2^53).
     fn offset_from(&self, origin: &Self) -> f64;
 
+    /// A 64-bit value monotone non-decreasing in key order (`a <= b`
+    /// implies `a.ordered_prefix() <= b.ordered_prefix()`), for radix
+    /// tables that bucket keys by their high bits. The default orders the
+    /// bits of [`Key::to_f64`]; integer keys override it with themselves.
+    #[inline]
+    fn ordered_prefix(&self) -> u64 {
+        ordered_f64_bits(self.to_f64())
+    }
+
     /// Heap bytes the key owns besides `size_of::<Self>()`, for engines
     /// that keep memory budgets. Zero for fixed-width keys.
     #[inline]
@@ -75,8 +84,24 @@ fn wide_u64_to_f64(x: u64) -> f64 {
     x as f64
 }
 
+/// The bits of `x` as an integer that orders like `x` (negatives below
+/// positives, `-0.0` just below `0.0`); NaN sorts beyond the infinities.
+#[inline]
+pub fn ordered_f64_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
 impl Key for u64 {
     const ENCODED_WIDTH: Option<usize> = Some(8);
+    #[inline(always)]
+    fn ordered_prefix(&self) -> u64 {
+        *self
+    }
     fn encode_le(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -101,6 +126,10 @@ impl Key for u64 {
 
 impl Key for i64 {
     const ENCODED_WIDTH: Option<usize> = Some(8);
+    #[inline(always)]
+    fn ordered_prefix(&self) -> u64 {
+        (*self as u64) ^ 1 << 63
+    }
     fn encode_le(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -208,6 +237,10 @@ pub fn bytes_prefix_u64(bytes: &[u8]) -> u64 {
 
 impl Key for Vec<u8> {
     const ENCODED_WIDTH: Option<usize> = None;
+    #[inline]
+    fn ordered_prefix(&self) -> u64 {
+        bytes_prefix_u64(self)
+    }
     #[inline]
     fn heap_bytes(&self) -> usize {
         self.capacity()
@@ -382,5 +415,39 @@ mod tests {
             let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
             prop_assert!(lo.to_f64() <= hi.to_f64());
         }
+
+        #[test]
+        fn ordered_prefixes_are_monotone(
+            a: u64, b: u64, c: i64, d: i64,
+            e in proptest::num::f64::ANY.prop_filter("not nan", |v| !v.is_nan()),
+            f in proptest::num::f64::ANY.prop_filter("not nan", |v| !v.is_nan()),
+            g in proptest::collection::vec(any::<u8>(), 0..12),
+            h in proptest::collection::vec(any::<u8>(), 0..12),
+        ) {
+            fn check<K: Key>(a: K, b: K) -> bool {
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                lo.ordered_prefix() <= hi.ordered_prefix()
+            }
+            prop_assert!(check(a, b));
+            prop_assert!(check(c, d));
+            prop_assert!(check(F64Key::new(e).unwrap(), F64Key::new(f).unwrap()));
+            prop_assert!(check(g, h));
+        }
+    }
+
+    #[test]
+    fn ordered_prefixes_at_the_edges() {
+        assert_eq!(0u64.ordered_prefix(), 0);
+        assert_eq!(u64::MAX.ordered_prefix(), u64::MAX);
+        assert_eq!(i64::MIN.ordered_prefix(), 0);
+        assert_eq!(i64::MAX.ordered_prefix(), u64::MAX);
+        assert!((-1i64).ordered_prefix() < 0i64.ordered_prefix());
+        let f = |x: f64| F64Key::new(x).unwrap().ordered_prefix();
+        assert!(f(f64::NEG_INFINITY) < f(-1.0));
+        assert!(f(-1.0) < f(0.0));
+        assert!(f(0.0) < f(f64::MIN_POSITIVE));
+        assert!(f(1.0) < f(f64::INFINITY));
+        assert_eq!(f(-0.0), f(0.0));
+        assert!(b"ab".to_vec().ordered_prefix() < b"b".to_vec().ordered_prefix());
     }
 }
