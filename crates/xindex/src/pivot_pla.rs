@@ -384,6 +384,29 @@ mod tests {
         }
 
         #[test]
+        fn counts_signed_and_float_pivots_like_partition_point(
+            mut pivots in proptest::collection::vec(any::<i64>(), 1..1500),
+            probes in proptest::collection::vec(any::<i64>(), 0..200),
+        ) {
+            pivots.sort_unstable();
+            pivots.dedup();
+            let pla = PivotPla::fit(&pivots).expect("fits");
+            for probe in probes.iter().chain(&pivots).chain(&[i64::MIN, i64::MAX, 0, -1]) {
+                prop_assert_eq!(pla.count_le(&pivots, probe), pivots.partition_point(|p| p <= probe));
+            }
+            let mut floats: Vec<F64Key> = pivots
+                .iter()
+                .map(|&p| F64Key::new(p as f64 / 1e6).expect("not NaN"))
+                .collect();
+            floats.dedup();
+            if let Some(pla) = PivotPla::fit(&floats) {
+                for probe in probes.iter().map(|&p| F64Key::new(p as f64 / 1e6).expect("not NaN")) {
+                    prop_assert_eq!(pla.count_le(&floats, &probe), floats.partition_point(|p| *p <= probe));
+                }
+            }
+        }
+
+        #[test]
         fn counts_string_pivots_like_partition_point(
             mut pivots in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 1..300),
             probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..100),
@@ -472,32 +495,6 @@ mod tests {
         assert_eq!(pla.segment_count(), 1);
         assert!(pla.radix.is_some());
         check(&pivots, (0..10_020).step_by(3).chain([u64::MAX]));
-    }
-
-    proptest! {
-        #[test]
-        fn counts_signed_and_float_pivots_like_partition_point(
-            mut pivots in proptest::collection::vec(any::<i64>(), 1..1500),
-            probes in proptest::collection::vec(any::<i64>(), 0..200),
-        ) {
-            pivots.sort_unstable();
-            pivots.dedup();
-            let pla = PivotPla::fit(&pivots).expect("fits");
-            for probe in probes.iter().chain(&pivots).chain(&[i64::MIN, i64::MAX, 0, -1]) {
-                prop_assert_eq!(pla.count_le(&pivots, probe), pivots.partition_point(|p| p <= probe));
-            }
-            let floats: Vec<F64Key> = pivots
-                .iter()
-                .map(|&p| F64Key::new(p as f64 / 1e6).expect("not NaN"))
-                .collect::<Vec<_>>();
-            let mut floats = floats;
-            floats.dedup();
-            if let Some(pla) = PivotPla::fit(&floats) {
-                for probe in probes.iter().map(|&p| F64Key::new(p as f64 / 1e6).expect("not NaN")) {
-                    prop_assert_eq!(pla.count_le(&floats, &probe), floats.partition_point(|p| *p <= probe));
-                }
-            }
-        }
     }
 
     #[test]
