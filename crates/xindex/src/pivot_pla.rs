@@ -111,6 +111,11 @@ impl<K: Key> PivotPla<K> {
         }
     }
 
+    /// Whether a radix table finds the level-0 segments ([`RadixTop`]).
+    pub(crate) fn has_radix(&self) -> bool {
+        self.radix.is_some()
+    }
+
     /// Segments of level 0 (the second-stage models' counterpart).
     pub(crate) fn segment_count(&self) -> usize {
         self.levels[0].origins.len()

@@ -164,7 +164,8 @@ const HINTS_ABOVE_SLOTS: usize = 1024;
 /// Which model routes a lookup to its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RootModel {
-    /// The paper's RMI, unless [`pla_serves_better`] says otherwise.
+    /// The piecewise-linear root or the paper's RMI, as
+    /// [`pla_serves_better`] chooses.
     Auto,
     /// The RMI (tests: its search paths).
     #[cfg(all(test, not(xindex_loom)))]
@@ -180,9 +181,10 @@ pub(crate) enum RootModel {
 /// predicts badly.
 const FAR_PREDICTION: usize = 4;
 
-/// Whether the piecewise-linear root should route instead of the RMI,
-/// given that `far` of the `pivots` are predicted more than
-/// [`FAR_PREDICTION`] slots from their own: when more than half are.
+/// Whether the piecewise-linear root should route instead of the RMI:
+/// when it finds its segments through a radix table (`radix`), or else
+/// when more than half of the `pivots` are predicted by the RMI more than
+/// [`FAR_PREDICTION`] slots from their own (`far` of them).
 ///
 /// The RMI's linear first stage splits the pivots among its leaves by key,
 /// so on skewed or clustered keys most pivots crowd into a few leaves
@@ -191,17 +193,18 @@ const FAR_PREDICTION: usize = 4;
 /// more than 32 off. There the piecewise-linear root (one level of 48
 /// segments on osm) routes in 15-16 ns instead of 42-44, and `get` took
 /// 80 ns instead of 85-86 (stage tool, alternated runs). Where the RMI is
-/// close, it stays: geolite2 (3% land more than 4 off) and books (none),
-/// whose `get`s were 40% and 10% slower through the piecewise root. The
-/// RMI's first guess lets a lookup request the likely group's lines
-/// before its search ends; the piecewise root's count must finish first.
-/// Since the piecewise root finds its segment through a radix table
-/// (`pivot_pla::RadixTop`), the two are even there: median `get` over
-/// 6 alternated rounds, RMI against piecewise, books 96.6 against 97.0 ns
-/// and geolite2 181.8 against 174.4 (minimums 164.6 and 164.0), so the
-/// rule was left as it is.
-pub(crate) fn pla_serves_better(far: usize, pivots: usize) -> bool {
-    far.saturating_mul(2) > pivots
+/// close — geolite2 (3% land more than 4 off) and books (none) — its
+/// first guess lets a lookup request the likely group's lines before its
+/// search ends, while the piecewise root's search must finish first:
+/// through the levels, their `get`s were 40% and 10% slower. Through the
+/// radix table (`pivot_pla::RadixTop`) the piecewise root is as fast or
+/// faster there too: one process alternating the two roots, 10 rounds
+/// each, median `get` RMI against piecewise, geolite2 185.2 against 176.8
+/// and 195.9 against 184.3 ns (piecewise faster in 7 of 10 pairs each
+/// time), books 104.0 against 101.7 (7 of 10), generated log-uniform
+/// gaps 155.2 against 153.9 (4 of 10).
+pub(crate) fn pla_serves_better(radix: bool, far: usize, pivots: usize) -> bool {
+    radix || far.saturating_mul(2) > pivots
 }
 
 impl<K: Key> Root<K> {
@@ -271,17 +274,19 @@ impl<K: Key> Root<K> {
             #[cfg(all(test, not(xindex_loom)))]
             (RootModel::Pla, _) => PivotPla::fit(&pivots),
             (RootModel::Auto, Some(rmi)) => {
+                let pla = PivotPla::fit(&pivots);
+                let radix = pla.as_ref().is_some_and(PivotPla::has_radix);
                 let n = pivots.len();
-                let far = pivots
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, p)| rmi.predict(p, n).0.abs_diff(i + 1) > FAR_PREDICTION)
-                    .count();
-                if pla_serves_better(far, n) {
-                    PivotPla::fit(&pivots)
+                let far = if radix {
+                    0
                 } else {
-                    None
-                }
+                    pivots
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, p)| rmi.predict(p, n).0.abs_diff(i + 1) > FAR_PREDICTION)
+                        .count()
+                };
+                pla.filter(|_| pla_serves_better(radix, far, n))
             }
         };
         let hints = if std::mem::needs_drop::<K>() || groups.len() <= HINTS_ABOVE_SLOTS {
@@ -590,11 +595,12 @@ mod tests {
                 assert_eq!(upper, pivots.get(expect));
             }
         }
-        // Evenly spaced pivots: the RMI is exact, and keeps routing.
+        // Evenly spaced pivots: one segment, whose radix table serves.
         let even: Vec<u64> = (1..600u64).map(|i| i * 1000).collect();
         let even_groups = groups_at(&even, &guard);
         let root = Root::new(even_groups.clone(), 1, 1, 1 << 20, 0);
-        assert!(!root.routes_piecewise());
+        assert!(root.routes_piecewise());
+        assert_eq!(root.model_count(), 1);
         for g in groups.into_iter().chain(even_groups) {
             // SAFETY (test): no other reference remains.
             drop(unsafe { g.into_owned() });
@@ -602,12 +608,14 @@ mod tests {
     }
 
     #[test]
-    fn piecewise_root_serves_when_more_than_half_predict_far() {
-        assert!(!pla_serves_better(0, 0));
-        assert!(!pla_serves_better(0, 1000));
-        assert!(!pla_serves_better(500, 1000));
-        assert!(pla_serves_better(501, 1000));
-        assert!(pla_serves_better(1, 1));
-        assert!(!pla_serves_better(usize::MAX / 2, usize::MAX));
+    fn piecewise_root_serves_with_its_radix_table_or_when_more_than_half_predict_far() {
+        assert!(!pla_serves_better(false, 0, 0));
+        assert!(!pla_serves_better(false, 0, 1000));
+        assert!(!pla_serves_better(false, 500, 1000));
+        assert!(pla_serves_better(false, 501, 1000));
+        assert!(pla_serves_better(false, 1, 1));
+        assert!(!pla_serves_better(false, usize::MAX / 2, usize::MAX));
+        assert!(pla_serves_better(true, 0, 1000));
+        assert!(pla_serves_better(true, 0, 0));
     }
 }
