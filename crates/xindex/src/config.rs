@@ -23,7 +23,8 @@ pub struct Config {
     pub max_models: usize,
     /// Most records per group at bulk load; a chunk is halved until its
     /// `max_models` models meet `error_bound`, so a fresh index needs no
-    /// splits. Default 4096.
+    /// splits. Default 2048 (smaller groups keep lognormal-like key sets
+    /// within the lookup router's window; `docs/results/xindex-session28.md`).
     pub initial_group_size: usize,
     /// Most second-stage models in the root's two-stage RMI. Default 65536.
     pub max_root_models: usize,
@@ -88,7 +89,7 @@ impl Default for Config {
             delta_threshold: 256,
             tolerance: 0.25,
             max_models: 4,
-            initial_group_size: 4096,
+            initial_group_size: 2048,
             max_root_models: 1 << 16,
             sequential_capacity: 0,
             maintenance_interval: Some(Duration::from_millis(20)),
