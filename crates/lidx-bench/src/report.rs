@@ -552,7 +552,7 @@ fn fmt_mops(v: f64) -> String {
 
 /// Latency in the largest unit that keeps the number at least 1; `-` for 0,
 /// which only happens when nothing was sampled.
-fn fmt_ns(ns: u64) -> String {
+pub(crate) fn fmt_ns(ns: u64) -> String {
     if ns == 0 {
         return "-".to_string();
     }

@@ -56,6 +56,18 @@ pub struct Row {
     pub p99_ns: u64,
     /// Same for the 99.9th percentile.
     pub p999_ns: u64,
+    /// Median of the per-repeat 50th percentile over the sampled single
+    /// gets alone, ns (0: no get was sampled, or a file from before this
+    /// field). In a mixed workload this is the read latency while writes,
+    /// and the maintenance they cause, run.
+    #[serde(default)]
+    pub get_p50_ns: u64,
+    /// Same for the 99th percentile.
+    #[serde(default)]
+    pub get_p99_ns: u64,
+    /// Same for the 99.9th percentile.
+    #[serde(default)]
+    pub get_p999_ns: u64,
     /// Median build / bulk-load time, seconds.
     pub build_s: f64,
     /// Heap bytes held by the engine after the run (counting allocator).

@@ -7,7 +7,9 @@
 //! thread count. A peer that returned wrong answers there is left out of
 //! "best" (a fast wrong answer must not set the bar), and a cell whose
 //! engine row returned wrong answers is marked. Memory is the engine's heap
-//! against a reference peer's, on the first workload of the line.
+//! against a reference peer's, on the first workload of the line. The tail
+//! column is the engine's own get p99.9 over its get p50 under one
+//! workload: how far its slowest reads stray while that workload writes.
 
 use std::fmt::Write as _;
 
@@ -24,6 +26,9 @@ pub struct Versus<'a> {
     pub peers: &'a [&'a str],
     /// Peer for the memory column (`None`: no memory column).
     pub memory_peer: Option<&'a str>,
+    /// Workload for the tail column, the engine's get p99.9 / get p50
+    /// there (`None`: no tail column).
+    pub tail_workload: Option<&'a str>,
 }
 
 /// The Markdown table of [`Versus`] over the rows of `files`, in the order
@@ -65,12 +70,18 @@ pub fn versus_table(files: &[Results], versus: &Versus<'_>) -> Result<String> {
     if let Some(peer) = versus.memory_peer {
         let _ = write!(out, " mem vs {peer} |");
     }
+    if let Some(w) = versus.tail_workload {
+        let _ = write!(out, " get p99.9/p50 ({w}) |");
+    }
     out.push('\n');
     let _ = write!(out, "|---|---:|");
     for _ in &workloads {
         out.push_str("---:|");
     }
     if versus.memory_peer.is_some() {
+        out.push_str("---:|");
+    }
+    if versus.tail_workload.is_some() {
         out.push_str("---:|");
     }
     out.push('\n');
@@ -109,6 +120,18 @@ pub fn versus_table(files: &[Results], versus: &Versus<'_>) -> Result<String> {
             let m = memory.map_or_else(|| "-".to_owned(), |m| format!("{m:.2}x"));
             let _ = write!(out, " {m} |");
         }
+        if let Some(w) = versus.tail_workload {
+            let tail = find(versus.engine, dataset, w, threads)
+                .filter(|r| r.get_p50_ns > 0)
+                .map_or_else(
+                    || "-".to_owned(),
+                    |r| {
+                        let ratio = r.get_p999_ns as f64 / r.get_p50_ns as f64;
+                        format!("{ratio:.1}x ({})", crate::report::fmt_ns(r.get_p999_ns))
+                    },
+                );
+            let _ = write!(out, " {tail} |");
+        }
         out.push('\n');
     }
     Ok(out)
@@ -141,6 +164,9 @@ mod tests {
             p50_ns: 1,
             p99_ns: 1,
             p999_ns: 1,
+            get_p50_ns: 0,
+            get_p99_ns: 0,
+            get_p999_ns: 0,
             build_s: 0.0,
             memory_bytes: 100,
             disk_bytes: 0,
@@ -195,6 +221,7 @@ mod tests {
                 engine: "xi",
                 peers: &["bt", "scc", "pgm"],
                 memory_peer: Some("scc"),
+                tail_workload: None,
             },
         )
         .unwrap();
@@ -209,6 +236,49 @@ mod tests {
     }
 
     #[test]
+    fn tail_column_is_the_engines_get_p999_over_its_get_p50() {
+        let mut mixed = row("xi", "g", "mixed:0.9", 1, 3.0);
+        (mixed.get_p50_ns, mixed.get_p999_ns) = (400, 2_000);
+        // All-operation quantiles (writes included) do not count.
+        (mixed.p50_ns, mixed.p999_ns) = (500, 90_000);
+        let mut peer = row("bt", "g", "mixed:0.9", 1, 1.5);
+        (peer.get_p50_ns, peer.get_p999_ns) = (100, 100_000);
+        let a = Results {
+            header: header(),
+            rows: vec![
+                mixed,
+                peer,
+                row("xi", "g", "lookup", 1, 3.0),
+                row("bt", "g", "lookup", 1, 1.0),
+                // A line without the tail workload, or without get samples.
+                row("xi", "g", "lookup", 2, 3.0),
+                row("xi", "g", "mixed:0.9", 4, 3.0),
+            ],
+        };
+        let table = versus_table(
+            &[a],
+            &Versus {
+                engine: "xi",
+                peers: &["bt"],
+                memory_peer: None,
+                tail_workload: Some("mixed:0.9"),
+            },
+        )
+        .unwrap();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| dataset (keys) | threads | mixed:0.9 | lookup | get p99.9/p50 (mixed:0.9) |"
+        );
+        assert_eq!(
+            lines[2],
+            "| g (3.07M) | 1 | 2.00x | 3.00x | 5.0x (2.00 µs) |"
+        );
+        assert_eq!(lines[3], "| g (3.07M) | 2 | - | - | - |");
+        assert_eq!(lines[4], "| g (3.07M) | 4 | - | - | - |");
+    }
+
+    #[test]
     fn unknown_engine_is_an_error() {
         let a = Results {
             header: header(),
@@ -218,6 +288,7 @@ mod tests {
             engine: "xi",
             peers: &["bt"],
             memory_peer: None,
+            tail_workload: None,
         };
         let err = versus_table(&[a], &v).unwrap_err();
         assert!(err.to_string().contains("'xi'"), "{err}");

@@ -126,6 +126,10 @@ enum Cmd {
         /// With --versus: add a memory column against this peer.
         #[arg(long)]
         memory_vs: Option<String>,
+        /// With --versus: add a column of the engine's get p99.9 over its
+        /// get p50 under this workload (e.g. mixed:0.9).
+        #[arg(long)]
+        tail_of: Option<String>,
     },
     /// AirIndex: build, query, inspect and benchmark storage-tuned indexes.
     Air {
@@ -306,6 +310,7 @@ fn run(cmd: Cmd) -> Result<()> {
             versus,
             best_of,
             memory_vs,
+            tail_of,
         } => {
             let files = results
                 .iter()
@@ -319,6 +324,7 @@ fn run(cmd: Cmd) -> Result<()> {
                         engine,
                         peers: &peers,
                         memory_peer: memory_vs.as_deref(),
+                        tail_workload: tail_of.as_deref(),
                     },
                 )?;
                 print!("{table}");

@@ -234,7 +234,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
             let mut shared = slot.load(Ordering::Acquire, &guard);
             let mut linked = false;
             // SAFETY: groups reachable from the root are reclaimed only with
-            // `defer_destroy` after being unlinked; `guard` is pinned.
+            // `Reclaimer::retire` after being unlinked; `guard` is pinned.
             while let Some(group) = unsafe { shared.as_ref() } {
                 if !seen.insert(shared.as_raw()) {
                     break;

@@ -199,7 +199,7 @@ impl<K: Key> Inner<K> {
     #[inline]
     pub(crate) fn root<'g>(&self, guard: &'g Guard) -> &'g Root<K> {
         // SAFETY: the root is never null; a replaced root is reclaimed with
-        // `defer_destroy`, so it outlives every guard pinned before that.
+        // `Reclaimer::retire`, so it outlives every guard pinned before that.
         unsafe { self.root.load(Ordering::Acquire, guard).deref() }
     }
 

@@ -386,7 +386,7 @@ impl<K: Key> Inner<K> {
             let tmp = Arc::clone(old.tmp.get_or_init(|| Arc::new(Delta::new())));
             let merged = live_records(old);
             // SAFETY: the targets live in `old`'s records and delta, and
-            // `old` is retired only after the copy phase, with `defer_destroy`.
+            // `old` is retired only after the copy phase, with `Reclaimer::retire`.
             let new = unsafe {
                 Group::from_pointers(
                     &self.pages,

@@ -445,7 +445,7 @@ impl<K: Key> Root<K> {
     pub(crate) fn route_from<'g>(&'g self, slot: usize, key: &K, guard: &'g Guard) -> &'g Group<K> {
         let mut group = self.slot_group(slot, guard);
         // SAFETY: `next` links are unlinked before their groups are
-        // reclaimed (with `defer_destroy`), and `guard` is pinned.
+        // reclaimed (with `Reclaimer::retire`), and `guard` is pinned.
         while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
             match &next.pivot {
                 Some(p) if p <= key => group = next,
@@ -461,7 +461,7 @@ impl<K: Key> Root<K> {
         loop {
             let shared = self.slots[slot].load(Ordering::Acquire, guard);
             // SAFETY: groups reachable from a root are reclaimed only through
-            // `defer_destroy` after being unlinked, and `guard` was pinned
+            // `Reclaimer::retire` after being unlinked, and `guard` was pinned
             // before this root was loaded.
             if let Some(group) = unsafe { shared.as_ref() } {
                 return group;
@@ -499,7 +499,7 @@ impl<K: Key> Root<K> {
     ) -> (&'g Group<K>, Option<&'g K>) {
         let mut group = self.slot_group(predicted, guard);
         // SAFETY: `next` links are unlinked before their groups are
-        // reclaimed (with `defer_destroy`), and `guard` is pinned.
+        // reclaimed (with `Reclaimer::retire`), and `guard` is pinned.
         while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
             match (&next.pivot, key) {
                 (Some(p), Some(key)) if p <= key => group = next,
