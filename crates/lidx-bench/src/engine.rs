@@ -37,6 +37,13 @@ pub trait BenchEngine: Send + Sync {
     fn disk_bytes(&self) -> Option<u64> {
         None
     }
+    /// Structural changes the engine's own background work has made so
+    /// far (compactions, splits, merges), for engines that run any. The
+    /// runner reads it before and after the streams, so a row shows
+    /// whether its latencies were measured while that work ran.
+    fn maintenance_count(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What the runner needs to know about an engine before building it.

@@ -68,6 +68,12 @@ pub struct Row {
     /// Same for the 99.9th percentile.
     #[serde(default)]
     pub get_p999_ns: u64,
+    /// Median over the repeats of the structural changes the engine's
+    /// background work made while the streams ran (compactions, splits,
+    /// merges; see `BenchEngine::maintenance_count`); `None` for engines
+    /// without background work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<u64>,
     /// Median build / bulk-load time, seconds.
     pub build_s: f64,
     /// Heap bytes held by the engine after the run (counting allocator).

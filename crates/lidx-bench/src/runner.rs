@@ -126,6 +126,8 @@ struct Sample {
     get_p50: u64,
     get_p99: u64,
     get_p999: u64,
+    /// Background structural changes during the streams.
+    maintenance: Option<u64>,
     build_s: f64,
     memory: u64,
     disk: u64,
@@ -275,6 +277,10 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
                     get_p50_ns: median_u64(s.iter().map(|x| x.get_p50)),
                     get_p99_ns: median_u64(s.iter().map(|x| x.get_p99)),
                     get_p999_ns: median_u64(s.iter().map(|x| x.get_p999)),
+                    maintenance: s
+                        .iter()
+                        .all(|x| x.maintenance.is_some())
+                        .then(|| median_u64(s.iter().filter_map(|x| x.maintenance))),
                     build_s: median_f64(s.iter().map(|x| x.build_s)),
                     memory_bytes: median_u64(s.iter().map(|x| x.memory)),
                     disk_bytes: median_u64(s.iter().map(|x| x.disk)),
@@ -331,6 +337,7 @@ fn run_one(
     let engine = factory.build(&prepared.load, tmp.path(), prepared.writes)?;
     let build_s = t0.elapsed().as_secs_f64();
 
+    let maintenance_before = engine.maintenance_count();
     let outcome = execute(
         engine.as_ref(),
         &prepared.streams,
@@ -345,6 +352,9 @@ fn run_one(
         0
     };
     let disk = engine.disk_bytes().unwrap_or(0);
+    let maintenance = maintenance_before
+        .zip(engine.maintenance_count())
+        .map(|(before, after)| after.saturating_sub(before));
     drop(engine);
     drop(tmp);
 
@@ -369,6 +379,7 @@ fn run_one(
         get_p50,
         get_p99,
         get_p999,
+        maintenance,
         build_s,
         memory,
         disk,

@@ -167,6 +167,7 @@ mod tests {
             get_p50_ns: 0,
             get_p99_ns: 0,
             get_p999_ns: 0,
+            maintenance: None,
             build_s: 0.0,
             memory_bytes: 100,
             disk_bytes: 0,

@@ -21,6 +21,7 @@ fn row(engine: &str, workload: &str, threads: usize, mops: f64, wrong: u64) -> R
         get_p50_ns: 0,
         get_p99_ns: 0,
         get_p999_ns: 0,
+        maintenance: None,
         build_s: 1.25,
         memory_bytes: 5 * 1024 * 1024,
         disk_bytes: 0,

@@ -63,4 +63,42 @@ impl BenchEngine for XIndexEngine {
         self.index.scan(&start, n, out);
         Ok(())
     }
+
+    fn maintenance_count(&self) -> Option<u64> {
+        let s = self.index.stats();
+        Some(
+            s.compactions
+                + s.model_splits
+                + s.model_merges
+                + s.group_splits
+                + s.group_merges
+                + s.root_updates,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maintenance_count_follows_the_background_work() {
+        let pairs: Vec<(u64, u64)> = (0..10_000u64).map(|k| (k * 4, k)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = XIndexFactory.build(&pairs, dir.path(), true).unwrap();
+        let before = engine.maintenance_count().unwrap();
+        // Far past the delta threshold of the groups they land in.
+        for k in 0..5_000u64 {
+            engine.insert(k * 4 + 1, k).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while engine.maintenance_count().unwrap() == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no background compaction within 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(engine.get(4 * 77 + 1).unwrap(), Some(77));
+    }
 }
