@@ -193,6 +193,14 @@ fn bench_json_and_report_roundtrip() {
         results.rows.iter().all(|r| r.memory_bytes > 0),
         "counting allocator not active"
     );
+    // Both workloads sample gets; engines without background work report
+    // none (the field is left out of their rows, see the field list).
+    assert!(
+        results
+            .rows
+            .iter()
+            .all(|r| r.get_p50_ns > 0 && r.get_p999_ns >= r.get_p50_ns && r.maintenance.is_none())
+    );
     let raw: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let row = raw["rows"][0].as_object().unwrap();
@@ -209,6 +217,9 @@ fn bench_json_and_report_roundtrip() {
         "p50_ns",
         "p99_ns",
         "p999_ns",
+        "get_p50_ns",
+        "get_p99_ns",
+        "get_p999_ns",
         "build_s",
         "memory_bytes",
         "disk_bytes",
@@ -274,6 +285,21 @@ fn report_versus_best_peer() {
     );
     assert!(lines[2].starts_with("| torgeoip ("), "{table}");
     assert_eq!(lines[2].matches('x').count(), 3, "three ratios: {table}");
+    // The tail column: xindex's own get p99.9 / p50 under a workload.
+    let table = ok(&[
+        "report",
+        json,
+        "--versus",
+        "xindex",
+        "--best-of",
+        "btreemap,skipmap",
+        "--tail-of",
+        "lookup",
+    ]);
+    let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(lines[0].ends_with("| get p99.9/p50 (lookup) |"), "{table}");
+    let tail = lines[2].trim_end_matches(" |").rsplit("| ").next().unwrap();
+    assert!(tail.contains("x (") && tail.ends_with(')'), "{table}");
     fails_with(
         &["report", json, "--versus", "nope", "--best-of", "btreemap"],
         &["'nope'"],
