@@ -267,16 +267,20 @@ fn report_versus_best_peer() {
         "--json",
         json,
     ]);
-    let table = ok(&[
-        "report",
-        json,
-        "--versus",
-        "xindex",
-        "--best-of",
-        "btreemap,skipmap",
-        "--memory-vs",
-        "btreemap",
-    ]);
+    // `report --versus xindex` against both peers, plus `extra` options.
+    let versus = |extra: &[&str]| {
+        let mut args = vec![
+            "report",
+            json,
+            "--versus",
+            "xindex",
+            "--best-of",
+            "btreemap,skipmap",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let table = versus(&["--memory-vs", "btreemap"]);
     let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
     assert_eq!(lines.len(), 3, "{table}");
     assert!(
@@ -286,16 +290,7 @@ fn report_versus_best_peer() {
     assert!(lines[2].starts_with("| torgeoip ("), "{table}");
     assert_eq!(lines[2].matches('x').count(), 3, "three ratios: {table}");
     // The tail column: xindex's own get p99.9 / p50 under a workload.
-    let table = ok(&[
-        "report",
-        json,
-        "--versus",
-        "xindex",
-        "--best-of",
-        "btreemap,skipmap",
-        "--tail-of",
-        "lookup",
-    ]);
+    let table = versus(&["--tail-of", "lookup"]);
     let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
     assert!(lines[0].ends_with("| get p99.9/p50 (lookup) |"), "{table}");
     let tail = lines[2].trim_end_matches(" |").rsplit("| ").next().unwrap();
