@@ -12,6 +12,7 @@
 pub mod background;
 pub mod checksum;
 pub mod cpu;
+pub mod cpu_cache;
 pub mod error;
 pub mod huge_pages;
 pub mod key;

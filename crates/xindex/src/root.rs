@@ -136,7 +136,7 @@ const GALLOP_ABOVE_ERROR: usize = 4;
 /// and its router (16 first keys and 16 lines, `u64` keys) end at offset
 /// 432. The whole router is requested: which of its lines the lookup reads
 /// depends on the key.
-const GROUP_LINES: usize = 7;
+pub(crate) const GROUP_LINES: usize = 7;
 
 /// The root node.
 pub(crate) struct Root<K> {
@@ -153,13 +153,46 @@ pub(crate) struct Root<K> {
     hints: Box<[ArrayHint]>,
 }
 
-/// Fewest slots for which a root keeps [`ArrayHint`]s. Below it the group
-/// nodes (about 1 KiB each with their routers) fit in a core's L2 and
-/// arrive at once, and the hint only adds work: on books (258 groups) a
-/// `get` took 286-321 ns with hints and 247-302 without (stage tool, AMD
-/// guest, session 22's one-line hints); on osm (1,551 groups) 285-333
-/// against 320-350 and geolite2 (6,727) 344-496 against 381-587.
-const HINTS_ABOVE_SLOTS: usize = 1024;
+/// Whether a root over `slots` groups keeps [`ArrayHint`]s, on a core whose
+/// L2 holds `l2_bytes`: only when the lines a lookup reads of the group
+/// nodes ([`GROUP_LINES`] each) outgrow the L2.
+///
+/// A hint lets the key window's and the cells' loads start while the group
+/// node is still on its way. When the nodes stay in the L2 they arrive at
+/// once, and the hint only adds work: about 45 instructions and eleven
+/// prefetches per lookup, a tenth of a `get`. Measured (stage tool
+/// `hint_ab`, random gets, one process, alternated, medians of 8):
+///
+/// | host (L2 per core) | key set, groups | no hints | hints |
+/// |---|---|---|---|
+/// | AMD guest (512 KiB), session 22 | books, 258 | 247–302 ns | 286–321 ns |
+/// | | osm, 1,551 | 320–350 ns | 285–333 ns |
+/// | | geolite2, 6,727 | 381–587 ns | 344–496 ns |
+/// | Intel guest (2 MiB), session 30 | osm, 1,552 | 107 ns | 119 ns |
+/// | | lognormal 10M, 4,887 | 191 ns | 197 ns |
+/// | | geolite2, 6,736 | 180 ns | 176 ns |
+///
+/// On the Intel guest, `lidx bench` osm `lookup` at 1 thread went from
+/// 1.71–2.25x (median 1.88x) `btreemap` with hints to 1.92–2.21x (median
+/// 2.14x) without, in eight alternated pairs.
+fn hints_pay_off(slots: usize, l2_bytes: usize) -> bool {
+    slots.saturating_mul(GROUP_LINES * 64) > l2_bytes
+}
+
+/// The L2 size [`hints_pay_off`] compares against: the running core's,
+/// bounded so that a CPU reporting a strange figure (or none, 1 MiB) still
+/// gets hints for large roots and none for small ones.
+fn hint_l2_bytes() -> usize {
+    lidx_core::cpu_cache::l2_bytes()
+        .unwrap_or(1 << 20)
+        .clamp(HINT_L2_MIN, HINT_L2_MAX)
+}
+
+/// Bounds of [`hint_l2_bytes`]: roots of at most `HINT_L2_MIN / 448`
+/// (585) slots never keep hints, roots of more than `HINT_L2_MAX / 448`
+/// (9,362) always do.
+pub(crate) const HINT_L2_MIN: usize = 256 << 10;
+pub(crate) const HINT_L2_MAX: usize = 4 << 20;
 
 /// Which model routes a lookup to its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,7 +322,8 @@ impl<K: Key> Root<K> {
                 pla.filter(|_| pla_serves_better(radix, far, n))
             }
         };
-        let hints = if std::mem::needs_drop::<K>() || groups.len() <= HINTS_ABOVE_SLOTS {
+        let hints = if std::mem::needs_drop::<K>() || !hints_pay_off(groups.len(), hint_l2_bytes())
+        {
             Box::default()
         } else {
             groups
@@ -516,6 +550,22 @@ impl<K: Key> Root<K> {
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hints_only_when_the_group_nodes_outgrow_the_l2() {
+        // osm's 1,552 groups: 695 KB of node lines.
+        assert!(hints_pay_off(1552, 512 << 10));
+        assert!(!hints_pay_off(1552, 2 << 20));
+        // geolite2's 6,736: 3 MB.
+        assert!(hints_pay_off(6736, 2 << 20));
+        assert!(!hints_pay_off(0, 0) && !hints_pay_off(1, 448) && hints_pay_off(2, 448));
+        assert!(hints_pay_off(usize::MAX, usize::MAX - 1));
+        // The bounds the tests rely on, whatever the host's L2.
+        let l2 = hint_l2_bytes();
+        assert!((HINT_L2_MIN..=HINT_L2_MAX).contains(&l2));
+        assert!(!hints_pay_off(HINT_L2_MIN / (GROUP_LINES * 64), l2));
+        assert!(hints_pay_off(HINT_L2_MAX / (GROUP_LINES * 64) + 1, l2));
+    }
     use crate::pages::Pages;
     use crossbeam_epoch::{self as epoch, Owned};
 

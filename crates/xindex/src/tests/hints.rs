@@ -5,25 +5,35 @@
 use std::collections::BTreeMap;
 
 use super::{settle, tiny_config};
+use crate::root::{GROUP_LINES, HINT_L2_MAX, HINT_L2_MIN};
 use crate::{Config, XIndex};
+
+/// Group node bytes a lookup reads.
+const NODE_BYTES: usize = GROUP_LINES * 64;
+/// Roots over more groups than this keep hints on any host.
+const ALWAYS_HINTED: usize = HINT_L2_MAX / NODE_BYTES;
+/// Roots over at most this many groups keep none on any host.
+const NEVER_HINTED: usize = HINT_L2_MIN / NODE_BYTES;
 
 #[test]
 fn lookups_stay_exact_while_hints_go_stale() {
     let config = Config {
-        initial_group_size: 8,
+        initial_group_size: 2,
         max_root_models: 4096,
         ..tiny_config()
     };
-    let keys = (0..20_000u64).map(|i| i * 7);
+    const N: u64 = 24_000;
+    let keys = (0..N).map(|i| i * 7);
     let index = XIndex::bulk_load(keys.clone().map(|k| (k, k)), config).expect("bulk load");
     let mut oracle: BTreeMap<u64, u64> = keys.map(|k| (k, k)).collect();
     let has_hints = || {
         let guard = index.inner().reclaimer.pin();
         index.inner().root(&guard).has_hints()
     };
-    assert!(has_hints(), "{} groups", index.stats().groups.len());
+    let groups = index.stats().groups.len();
+    assert!(groups > ALWAYS_HINTED && has_hints(), "{groups} groups");
     let check = |oracle: &BTreeMap<u64, u64>| {
-        for probe in (0..20_000u64 * 7 + 10).step_by(3) {
+        for probe in (0..N * 7 + 10).step_by(3) {
             assert_eq!(
                 index.get(&probe),
                 oracle.get(&probe).copied(),
@@ -35,7 +45,7 @@ fn lookups_stay_exact_while_hints_go_stale() {
         // Writes that make maintenance rebuild most groups (new arrays at
         // new addresses), checked before and after the passes that
         // replace them and the root.
-        for i in (round..20_000).step_by(5) {
+        for i in (round..N).step_by(5) {
             let k = i * 7;
             assert_eq!(index.remove(&k), oracle.remove(&k));
             let fresh = k + 1 + round;
@@ -58,20 +68,20 @@ fn lookups_stay_exact_while_hints_go_stale() {
 fn small_roots_and_string_keys_keep_no_hints() {
     let small = XIndex::bulk_load((0..1000u64).map(|k| (k, k)), tiny_config()).expect("bulk load");
     let guard = small.inner().reclaimer.pin();
-    assert!(small.stats().groups.len() <= 1024 && !small.inner().root(&guard).has_hints());
+    assert!(small.stats().groups.len() <= NEVER_HINTED && !small.inner().root(&guard).has_hints());
     drop(guard);
     let config = Config {
-        initial_group_size: 8,
+        initial_group_size: 2,
         max_root_models: 4096,
         ..tiny_config()
     };
     let strings = XIndex::bulk_load(
-        (0..20_000u64).map(|k| (format!("{k:08}").into_bytes(), k)),
+        (0..24_000u64).map(|k| (format!("{k:08}").into_bytes(), k)),
         config,
     )
     .expect("bulk load");
     let guard = strings.inner().reclaimer.pin();
-    assert!(strings.stats().groups.len() > 1024);
+    assert!(strings.stats().groups.len() > ALWAYS_HINTED);
     assert!(!strings.inner().root(&guard).has_hints());
     assert_eq!(strings.get(&b"00012345".to_vec()), Some(12345));
 }
@@ -79,8 +89,9 @@ fn small_roots_and_string_keys_keep_no_hints() {
 #[test]
 fn real_key_sets_get_hints_and_exact_lookups() {
     use lidx_core::F64Key;
+    // Small groups, so that both roots are above `ALWAYS_HINTED`.
     let config = Config {
-        initial_group_size: 128,
+        initial_group_size: 16,
         maintenance_interval: None,
         ..Config::default()
     };
@@ -96,7 +107,7 @@ fn real_key_sets_get_hints_and_exact_lookups() {
         // Most groups of a real key set fit four segments within 64
         // positions (geolite2: 90%).
         assert!(
-            groups > 1024 && root.hinted_slots() * 2 > groups,
+            groups > ALWAYS_HINTED && root.hinted_slots() * 2 > groups,
             "{groups} groups, {} hinted",
             root.hinted_slots()
         );
@@ -122,7 +133,8 @@ fn real_key_sets_get_hints_and_exact_lookups() {
         XIndex::bulk_load(longitudes.iter().map(|k| (*k, 7u64)), config).expect("bulk load");
     {
         let guard = index.inner().reclaimer.pin();
-        assert!(index.inner().root(&guard).has_hints());
+        let groups = index.stats().groups.len();
+        assert!(groups > ALWAYS_HINTED && index.inner().root(&guard).has_hints());
     }
     for k in &longitudes {
         assert_eq!(index.get(k), Some(7));
