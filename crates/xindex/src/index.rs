@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_epoch::Owned;
+use crossbeam_epoch::Shared;
 use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::group::{Group, SubModel, fewest_models};
 use crate::inner::Inner;
 use crate::maintenance::Pass;
+use crate::node_slab::NodeSlab;
 use crate::pages::{Pages, reserved_bytes};
 use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, SLOTS};
@@ -87,6 +88,9 @@ impl<K: Key, V: Value> XIndex<K, V> {
         if bytes > 0 {
             pages.reserve(bytes);
         }
+        // Every group node in one block too.
+        let nodes = Arc::new(NodeSlab::with_capacity(plans.len().max(1)));
+        let new_group = |group: Group<K>| Shared::from(nodes.alloc(group).as_ptr().cast_const());
         let mut groups = Vec::with_capacity(plans.len().max(1));
         if plans.is_empty() {
             let empty = Group::from_values(
@@ -98,7 +102,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 1,
                 config.sequential_capacity,
             );
-            groups.push(Owned::new(empty).into_shared(&guard));
+            groups.push(new_group(empty));
         }
         for plan in plans {
             let records = &pairs[plan.range.clone()];
@@ -114,7 +118,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 plan.models,
                 config.sequential_capacity,
             );
-            groups.push(Owned::new(group).into_shared(&guard));
+            groups.push(new_group(group));
         }
         let leaves = groups.len().div_ceil(4);
         let root = Root::new(
@@ -126,7 +130,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
         );
         drop(guard);
         let interval = config.maintenance_interval;
-        let inner = Arc::new(Inner::new(root, config, len, reclaimer, pages));
+        let inner = Arc::new(Inner::new(root, config, len, reclaimer, pages, nodes));
         let worker = interval
             .map(|interval| Worker::start(Arc::clone(&inner), interval))
             .transpose()?;
@@ -272,6 +276,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
             budget_waits: self.inner.budget.waits.load(Ordering::Relaxed),
             array_region_bytes,
             array_live_bytes,
+            node_block_bytes: self.inner.nodes.held_bytes(),
         }
     }
 

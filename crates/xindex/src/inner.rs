@@ -9,10 +9,12 @@
 //! the delta indexes.
 
 use std::ops::Bound;
+use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crossbeam_epoch::{self as epoch, Atomic, Guard};
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::{Backoff, CachePadded};
 use lidx_core::Key;
 use lidx_core::prefetch::prefetch_slice;
@@ -25,6 +27,7 @@ use crate::delta::Upserted;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
+use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
@@ -156,6 +159,8 @@ pub(crate) struct Inner<K: Key> {
     pub(crate) quiet_at: AtomicU64,
     /// Where the groups' arrays are allocated.
     pub(crate) pages: Pages,
+    /// Where the group nodes are allocated.
+    pub(crate) nodes: Arc<NodeSlab<Group<K>>>,
 }
 
 /// Outcome of one routed attempt at a put.
@@ -174,9 +179,11 @@ impl<K: Key> Inner<K> {
         len: usize,
         reclaimer: Reclaimer,
         pages: Pages,
+        nodes: Arc<NodeSlab<Group<K>>>,
     ) -> Self {
         Inner {
             pages,
+            nodes,
             reclaimer,
             root: Atomic::new(root),
             budget: DeltaBudget::new(config.delta_budget_bytes),
@@ -193,6 +200,26 @@ impl<K: Key> Inner<K> {
     /// Nanoseconds since the index was built: the maintenance clock.
     pub(crate) fn clock(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Moves `group` into the index's node slab.
+    pub(crate) fn new_group<'g>(&self, group: Group<K>, _guard: &'g Guard) -> Shared<'g, Group<K>> {
+        Shared::from(self.nodes.alloc(group).as_ptr().cast_const())
+    }
+
+    /// Retires a group node made by [`new_group`](Self::new_group): it is
+    /// freed after an epoch barrier, by maintenance.
+    ///
+    /// # Safety
+    ///
+    /// As [`Reclaimer::retire`]: unlinked, retired once.
+    pub(crate) unsafe fn retire_group(&self, group: Shared<'_, Group<K>>) {
+        let node = NonNull::new(group.as_raw().cast_mut()).expect("a group node");
+        // SAFETY: forwarded: every group node comes from `new_group` (or a
+        // bulk load into the same slab), and this is its only owner now.
+        let owner = unsafe { SlabBox::from_raw(node, Arc::clone(&self.nodes)) };
+        // SAFETY: forwarded.
+        unsafe { self.reclaimer.retire_owned(owner) };
     }
 
     /// The current root.
@@ -603,8 +630,9 @@ impl<K: Key> Drop for Inner<K> {
         // SAFETY: `&mut self` means no operation or maintenance pass is
         // running. Groups reachable now are owned by the structure: each is
         // in exactly one slot or one `next` link (root updates clear the
-        // links of groups they move into slots), so each is freed once.
-        // Groups and roots retired earlier are owned by the epoch collector.
+        // links of groups they move into slots), so each is freed once,
+        // into the slab it was allocated from. Groups and roots retired
+        // earlier are owned by the reclaimer (`release_all` below).
         unsafe {
             let guard = epoch::unprotected();
             let root = self.root.load(Ordering::Relaxed, guard);
@@ -613,7 +641,8 @@ impl<K: Key> Drop for Inner<K> {
                     let mut group = slot.load(Ordering::Relaxed, guard);
                     while let Some(g) = group.as_ref() {
                         let next = g.next.load(Ordering::Relaxed, guard);
-                        drop(group.into_owned());
+                        let node = NonNull::from(g);
+                        self.nodes.free(node);
                         group = next;
                     }
                 }

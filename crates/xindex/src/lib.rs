@@ -39,6 +39,7 @@ mod hooks;
 mod index;
 mod inner;
 mod maintenance;
+mod node_slab;
 mod pages;
 mod pivot_pla;
 mod reclaim;

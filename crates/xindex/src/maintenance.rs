@@ -342,10 +342,10 @@ impl<K: Key> Inner<K> {
         let node = group.sharing(group.pivot.clone(), models);
         node.next
             .store(group.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
-        let node = Owned::new(node).into_shared(guard);
+        let node = self.new_group(node, guard);
         location.store(node, Ordering::Release);
         // SAFETY: just unlinked from its only location.
-        unsafe { self.reclaimer.retire(shared) };
+        unsafe { self.retire_group(shared) };
         node
     }
 
@@ -399,7 +399,7 @@ impl<K: Key> Inner<K> {
             };
             new.next
                 .store(old.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
-            let new = Owned::new(new).into_shared(guard);
+            let new = self.new_group(new, guard);
             self.hooks.fire(Phase::Merged);
             location.store(new, Ordering::Release);
             self.hooks.fire(Phase::Installed);
@@ -412,7 +412,7 @@ impl<K: Key> Inner<K> {
             self.refund_merged(unsafe { shared.deref() });
             // SAFETY: replaced at its only location above; the copy phase
             // no longer needs its records.
-            unsafe { self.reclaimer.retire(shared) };
+            unsafe { self.retire_group(shared) };
             Counters::bump(&self.counters.compactions);
         }
         built.first().copied()
@@ -464,10 +464,10 @@ impl<K: Key> Inner<K> {
             old.models.iter().cloned().collect(),
         );
         right.next.store(after, Ordering::Relaxed);
-        let right = Owned::new(right).into_shared(guard);
+        let right = self.new_group(right, guard);
         let left = old.sharing(old.pivot.clone(), old.models.iter().cloned().collect());
         left.next.store(right, Ordering::Relaxed);
-        let left = Owned::new(left).into_shared(guard);
+        let left = self.new_group(left, guard);
         location.store(left, Ordering::Release);
         old.buf.freeze();
         self.hooks.fire(Phase::Frozen);
@@ -506,9 +506,9 @@ impl<K: Key> Inner<K> {
             )
         };
         gb.next.store(after, Ordering::Relaxed);
-        let gb = Owned::new(gb).into_shared(guard);
+        let gb = self.new_group(gb, guard);
         ga.next.store(gb, Ordering::Relaxed);
-        let ga = Owned::new(ga).into_shared(guard);
+        let ga = self.new_group(ga, guard);
         self.hooks.fire(Phase::Merged);
         location.store(ga, Ordering::Release);
         self.hooks.fire(Phase::Installed);
@@ -520,9 +520,9 @@ impl<K: Key> Inner<K> {
         // SAFETY: all three are unlinked: `old` and `left` were replaced at
         // `location`, and `right` was reachable only through `left`.
         unsafe {
-            self.reclaimer.retire(shared);
-            self.reclaimer.retire(left);
-            self.reclaimer.retire(right);
+            self.retire_group(shared);
+            self.retire_group(left);
+            self.retire_group(right);
         }
         Counters::bump(&self.counters.group_splits);
         Some(gb)
@@ -594,7 +594,7 @@ impl<K: Key> Inner<K> {
                 self.config.sequential_capacity,
             )
         };
-        let m = Owned::new(m).into_shared(guard);
+        let m = self.new_group(m, guard);
         self.hooks.fire(Phase::Merged);
         // Install the merged group before emptying the second slot, so a
         // reader routed to either slot always finds a group holding its key.
@@ -607,8 +607,8 @@ impl<K: Key> Inner<K> {
         self.refund_merged(gb);
         // SAFETY: both were unlinked from their only locations above.
         unsafe {
-            self.reclaimer.retire(a);
-            self.reclaimer.retire(b);
+            self.retire_group(a);
+            self.retire_group(b);
         }
         Counters::bump(&self.counters.group_merges);
     }

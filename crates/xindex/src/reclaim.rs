@@ -195,6 +195,18 @@ impl Reclaimer {
         self.limbo.lock().open.push(owned.into_box());
     }
 
+    /// [`retire`](Self::retire) for a node that another owner type frees
+    /// (a group node in the index's slab): `owner` is dropped after the
+    /// same barrier.
+    ///
+    /// # Safety
+    ///
+    /// As for `retire`: what `owner` frees is unlinked, retired once, and
+    /// reachable only from nodes of this index.
+    pub(crate) unsafe fn retire_owned<T: Send + 'static>(&self, owner: T) {
+        self.limbo.lock().open.push(Box::new(owner));
+    }
+
     /// Seals the nodes retired so far under a new barrier flag and starts
     /// the epoch moving towards it. Returns the flag.
     fn seal(&self) -> Arc<AtomicBool> {

@@ -61,6 +61,10 @@ pub struct Stats {
     /// groups not reclaimed yet. Maintenance rebuilds the groups of a
     /// region less than half in use, so that it can be freed.
     pub array_live_bytes: usize,
+    /// Bytes of the blocks holding the group nodes: those of the most
+    /// groups alive at once (freed slots are reused, blocks are returned
+    /// when the index drops).
+    pub node_block_bytes: usize,
 }
 
 impl Stats {

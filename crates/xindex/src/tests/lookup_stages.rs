@@ -481,3 +481,69 @@ fn hint_errors() {
         );
     }
 }
+
+/// Whether where the group nodes land matters: one index bulk-loaded into
+/// a fresh heap, one after the heap was fragmented the way other
+/// structures in a bench process leave it, both alive, their random
+/// `get`s timed alternately. Prints the 4 KiB pages each index's group
+/// nodes cover (see `node_slab`).
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn node_placement() {
+    use std::sync::atomic::Ordering;
+    let (name, keys) = key_set();
+    let fresh = loaded(&keys);
+    let mut junk: Vec<Box<[u64]>> = Vec::new();
+    {
+        let map: BTreeMap<u64, u64> = keys.iter().map(|&k| (k, k)).collect();
+        let mut state = 5u64;
+        for i in 0..400_000usize {
+            junk.push(vec![0u64; 4 + (splitmix(&mut state) % 200) as usize].into_boxed_slice());
+            if i % 3 == 0 {
+                let j = (splitmix(&mut state) % junk.len() as u64) as usize;
+                junk.swap_remove(j);
+            }
+        }
+        black_box(&map);
+    }
+    let mut state = 9u64;
+    for _ in 0..junk.len() / 2 {
+        let j = (splitmix(&mut state) % junk.len() as u64) as usize;
+        junk.swap_remove(j);
+    }
+    let later = loaded(&keys);
+    let pages = |index: &XIndex<u64, u64>| {
+        let guard = index.inner().reclaimer.pin();
+        let root = index.inner().root(&guard);
+        let mut pages: Vec<usize> = root
+            .slots
+            .iter()
+            .map(|s| s.load(Ordering::Acquire, &guard).as_raw() as usize >> 12)
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages.len()
+    };
+    println!(
+        "{name}: group node pages: fresh heap {} | fragmented heap {}",
+        pages(&fresh),
+        pages(&later)
+    );
+    let probes = random_probes(&keys, 2_000_000, 1);
+    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
+    for round in 0..6 {
+        let mut times = Vec::new();
+        for index in [&fresh, &later] {
+            let t = Instant::now();
+            for k in &probes {
+                assert_eq!(index.get(k), Some(*k));
+            }
+            times.push(per_probe(t));
+        }
+        println!(
+            "round {round}: get, fresh heap {:.1} ns | fragmented heap {:.1} ns",
+            times[0], times[1]
+        );
+    }
+    drop(junk);
+}
