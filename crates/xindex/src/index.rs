@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_epoch::Shared;
 use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
@@ -90,7 +89,6 @@ impl<K: Key, V: Value> XIndex<K, V> {
         }
         // Every group node in one block too.
         let nodes = Arc::new(NodeSlab::with_capacity(plans.len().max(1)));
-        let new_group = |group: Group<K>| Shared::from(nodes.alloc(group).as_ptr().cast_const());
         let mut groups = Vec::with_capacity(plans.len().max(1));
         if plans.is_empty() {
             let empty = Group::from_values(
@@ -102,7 +100,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 1,
                 config.sequential_capacity,
             );
-            groups.push(new_group(empty));
+            groups.push(nodes.alloc_shared(empty, &guard));
         }
         for plan in plans {
             let records = &pairs[plan.range.clone()];
@@ -118,7 +116,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 plan.models,
                 config.sequential_capacity,
             );
-            groups.push(new_group(group));
+            groups.push(nodes.alloc_shared(group, &guard));
         }
         let leaves = groups.len().div_ceil(4);
         let root = Root::new(

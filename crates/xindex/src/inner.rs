@@ -202,21 +202,16 @@ impl<K: Key> Inner<K> {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Moves `group` into the index's node slab.
-    pub(crate) fn new_group<'g>(&self, group: Group<K>, _guard: &'g Guard) -> Shared<'g, Group<K>> {
-        Shared::from(self.nodes.alloc(group).as_ptr().cast_const())
-    }
-
-    /// Retires a group node made by [`new_group`](Self::new_group): it is
-    /// freed after an epoch barrier, by maintenance.
+    /// Retires a group node allocated in `nodes`: it is freed after an
+    /// epoch barrier, by maintenance.
     ///
     /// # Safety
     ///
     /// As [`Reclaimer::retire`]: unlinked, retired once.
     pub(crate) unsafe fn retire_group(&self, group: Shared<'_, Group<K>>) {
         let node = NonNull::new(group.as_raw().cast_mut()).expect("a group node");
-        // SAFETY: forwarded: every group node comes from `new_group` (or a
-        // bulk load into the same slab), and this is its only owner now.
+        // SAFETY: forwarded: every group node is allocated in `nodes`, and
+        // this is its only owner now.
         let owner = unsafe { SlabBox::from_raw(node, Arc::clone(&self.nodes)) };
         // SAFETY: forwarded.
         unsafe { self.reclaimer.retire_owned(owner) };

@@ -342,7 +342,7 @@ impl<K: Key> Inner<K> {
         let node = group.sharing(group.pivot.clone(), models);
         node.next
             .store(group.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
-        let node = self.new_group(node, guard);
+        let node = self.nodes.alloc_shared(node, guard);
         location.store(node, Ordering::Release);
         // SAFETY: just unlinked from its only location.
         unsafe { self.retire_group(shared) };
@@ -399,7 +399,7 @@ impl<K: Key> Inner<K> {
             };
             new.next
                 .store(old.next.load(Ordering::Acquire, guard), Ordering::Relaxed);
-            let new = self.new_group(new, guard);
+            let new = self.nodes.alloc_shared(new, guard);
             self.hooks.fire(Phase::Merged);
             location.store(new, Ordering::Release);
             self.hooks.fire(Phase::Installed);
@@ -464,10 +464,10 @@ impl<K: Key> Inner<K> {
             old.models.iter().cloned().collect(),
         );
         right.next.store(after, Ordering::Relaxed);
-        let right = self.new_group(right, guard);
+        let right = self.nodes.alloc_shared(right, guard);
         let left = old.sharing(old.pivot.clone(), old.models.iter().cloned().collect());
         left.next.store(right, Ordering::Relaxed);
-        let left = self.new_group(left, guard);
+        let left = self.nodes.alloc_shared(left, guard);
         location.store(left, Ordering::Release);
         old.buf.freeze();
         self.hooks.fire(Phase::Frozen);
@@ -506,9 +506,9 @@ impl<K: Key> Inner<K> {
             )
         };
         gb.next.store(after, Ordering::Relaxed);
-        let gb = self.new_group(gb, guard);
+        let gb = self.nodes.alloc_shared(gb, guard);
         ga.next.store(gb, Ordering::Relaxed);
-        let ga = self.new_group(ga, guard);
+        let ga = self.nodes.alloc_shared(ga, guard);
         self.hooks.fire(Phase::Merged);
         location.store(ga, Ordering::Release);
         self.hooks.fire(Phase::Installed);
@@ -594,7 +594,7 @@ impl<K: Key> Inner<K> {
                 self.config.sequential_capacity,
             )
         };
-        let m = self.new_group(m, guard);
+        let m = self.nodes.alloc_shared(m, guard);
         self.hooks.fire(Phase::Merged);
         // Install the merged group before emptying the second slot, so a
         // reader routed to either slot always finds a group holding its key.

@@ -22,6 +22,7 @@ use std::mem::{align_of, size_of};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crossbeam_epoch::{Guard, Shared};
 use lidx_core::huge_pages::{HUGE_PAGE, HugeBlock};
 use parking_lot::Mutex;
 
@@ -131,6 +132,12 @@ impl<T> NodeSlab<T> {
         let slot = unsafe { block.as_ptr().add(state.used * Self::STRIDE) };
         state.used += 1;
         NonNull::new(slot).expect("blocks are not null")
+    }
+
+    /// [`alloc`](Self::alloc), as the pointer the index's atomic links
+    /// hold, for `guard`'s lifetime.
+    pub(crate) fn alloc_shared<'g>(&self, value: T, _guard: &'g Guard) -> Shared<'g, T> {
+        Shared::from(self.alloc(value).as_ptr().cast_const())
     }
 
     /// Drops the value at `node` and makes its slot free.
