@@ -51,6 +51,11 @@ thread_local! {
     /// `(0, null)` when there is none. No destructor, so it stays readable
     /// while the thread's other locals are torn down.
     static FRONT: Cell<(u64, *const LocalHandle)> = const { Cell::new((0, std::ptr::null())) };
+    /// Set while this thread is inside crossbeam's `pin` through a cached
+    /// handle. That pin may run expired destructors, and one that pins
+    /// another collector must not reorder the cache: it could evict the
+    /// very handle the outer pin is running on.
+    static PINNING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The registrations of one thread, boxed so that [`FRONT`] can point at
@@ -71,6 +76,20 @@ impl Drop for Handles {
 
 /// Source of [`Reclaimer::id`]s; 0 names no reclaimer.
 static NEXT_RECLAIMER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Pins through a cached handle, with [`PINNING`] set meanwhile.
+///
+/// # Safety
+///
+/// `handle` points at a live handle in this thread's cache.
+#[inline(always)]
+unsafe fn pin_cached(handle: *const LocalHandle) -> Guard {
+    let outer = PINNING.with(|p| p.replace(true));
+    // SAFETY: forwarded; and with `PINNING` set nothing evicts it.
+    let guard = unsafe { (*handle).pin() };
+    PINNING.with(|p| p.set(outer));
+    guard
+}
 
 /// A retired node, type-erased: dropping it frees the node.
 type Garbage = Box<dyn Send>;
@@ -119,12 +138,11 @@ impl Reclaimer {
             // thread's `HANDLES`, together with the id of the reclaimer
             // whose collector registered it, and is cleared before that
             // box can be dropped (eviction in `pin_from`, `Handles::drop`).
-            // A pin nested in this one (from a destructor crossbeam runs)
-            // may reorder the cache, but eviction drops the last of at
-            // least `CACHED_HANDLES` boxes, never the front one in use
-            // here. The handle is this thread's own: no other thread uses
-            // it.
-            return unsafe { (*handle).pin() };
+            // Nothing evicts while it runs: a pin nested in it (from a
+            // destructor crossbeam runs) sees `PINNING` and leaves the
+            // cache alone. The handle is this thread's own: no other
+            // thread uses it.
+            return unsafe { pin_cached(handle) };
         }
         self.pin_slow()
     }
@@ -152,6 +170,9 @@ impl Reclaimer {
         let Ok(mut cached) = handles.try_borrow_mut() else {
             return self.collector.register().pin();
         };
+        if PINNING.with(Cell::get) {
+            return self.collector.register().pin();
+        }
         // Cleared first: the front may be the box evicted below.
         FRONT.with(|front| front.set((0, std::ptr::null())));
         match cached.iter().position(|h| h.collector() == &self.collector) {
@@ -172,7 +193,7 @@ impl Reclaimer {
         FRONT.with(|f| f.set((self.id, front)));
         drop(cached);
         // SAFETY: as in `pin`: `front` is the box `FRONT` now names.
-        unsafe { (*front).pin() }
+        unsafe { pin_cached(front) }
     }
 
     /// Defers the destruction of an unlinked node until every thread
@@ -442,10 +463,9 @@ mod tests {
         // A retired node's destructor runs inside some later `pin` of its
         // collector (crossbeam collects every 128 pins). If it pins another
         // index's collector (a key type whose drop touches another index,
-        // say), that pin reorders the thread's cache while the outer pin is
-        // still inside crossbeam: it must neither panic on a borrow nor
-        // free the registration the outer pin is using (the front one,
-        // while eviction drops the last).
+        // say), the outer pin is still inside crossbeam on a cached
+        // handle: the nested pin takes a one-off registration instead of
+        // reordering the cache, which could evict that handle.
         let outer = Reclaimer::new();
         let fillers: Vec<Reclaimer> = (0..CACHED_HANDLES).map(|_| Reclaimer::new()).collect();
         for filler in &fillers {
@@ -472,7 +492,14 @@ mod tests {
             pins += 1;
             assert!(pins < 1_000_000, "the deferred destructor never ran");
         }
-        // The cache stayed bounded and both collectors still pin.
+        // The nested pin took a one-off registration: the cache is as it
+        // was, and both collectors still pin.
+        let cached = HANDLES.with(|h| {
+            h.0.borrow()
+                .iter()
+                .any(|h| h.collector() == &other.collector)
+        });
+        assert!(!cached, "the nested pin must not have touched the cache");
         assert_eq!(HANDLES.with(|h| h.0.borrow().len()), CACHED_HANDLES);
         drop(outer.pin());
         outer.synchronize();
