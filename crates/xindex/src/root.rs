@@ -136,7 +136,10 @@ const GALLOP_ABOVE_ERROR: usize = 4;
 /// and its router (16 first keys and 16 lines, `u64` keys) end at offset
 /// 432. The whole router is requested: which of its lines the lookup reads
 /// depends on the key.
-pub(crate) const GROUP_LINES: usize = 7;
+const GROUP_LINES: usize = 7;
+
+/// Bytes of a group node a lookup reads.
+const GROUP_LOOKUP_BYTES: usize = GROUP_LINES * 64;
 
 /// The root node.
 pub(crate) struct Root<K> {
@@ -176,7 +179,7 @@ pub(crate) struct Root<K> {
 /// 1.71–2.25x (median 1.88x) `btreemap` with hints to 1.92–2.21x (median
 /// 2.14x) without, in eight alternated pairs.
 fn hints_pay_off(slots: usize, l2_bytes: usize) -> bool {
-    slots.saturating_mul(GROUP_LINES * 64) > l2_bytes
+    slots.saturating_mul(GROUP_LOOKUP_BYTES) > l2_bytes
 }
 
 /// The L2 size [`hints_pay_off`] compares against: the running core's,
@@ -188,11 +191,15 @@ fn hint_l2_bytes() -> usize {
         .clamp(HINT_L2_MIN, HINT_L2_MAX)
 }
 
-/// Bounds of [`hint_l2_bytes`]: roots of at most `HINT_L2_MIN / 448`
-/// (585) slots never keep hints, roots of more than `HINT_L2_MAX / 448`
-/// (9,362) always do.
-pub(crate) const HINT_L2_MIN: usize = 256 << 10;
-pub(crate) const HINT_L2_MAX: usize = 4 << 20;
+/// Bounds of [`hint_l2_bytes`].
+const HINT_L2_MIN: usize = 256 << 10;
+const HINT_L2_MAX: usize = 4 << 20;
+/// Roots over at most this many slots (585) keep no hints on any host.
+#[cfg(all(test, not(xindex_loom)))]
+pub(crate) const NEVER_HINTED_SLOTS: usize = HINT_L2_MIN / GROUP_LOOKUP_BYTES;
+/// Roots over more slots than this (9,362) keep hints on any host.
+#[cfg(all(test, not(xindex_loom)))]
+pub(crate) const ALWAYS_HINTED_SLOTS: usize = HINT_L2_MAX / GROUP_LOOKUP_BYTES;
 
 /// Which model routes a lookup to its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -563,8 +570,8 @@ mod tests {
         // The bounds the tests rely on, whatever the host's L2.
         let l2 = hint_l2_bytes();
         assert!((HINT_L2_MIN..=HINT_L2_MAX).contains(&l2));
-        assert!(!hints_pay_off(HINT_L2_MIN / (GROUP_LINES * 64), l2));
-        assert!(hints_pay_off(HINT_L2_MAX / (GROUP_LINES * 64) + 1, l2));
+        assert!(!hints_pay_off(NEVER_HINTED_SLOTS, l2));
+        assert!(hints_pay_off(ALWAYS_HINTED_SLOTS + 1, l2));
     }
     use crate::pages::Pages;
     use crossbeam_epoch::{self as epoch, Owned};

@@ -5,15 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{settle, tiny_config};
-use crate::root::{GROUP_LINES, HINT_L2_MAX, HINT_L2_MIN};
+use crate::root::{ALWAYS_HINTED_SLOTS as ALWAYS_HINTED, NEVER_HINTED_SLOTS as NEVER_HINTED};
 use crate::{Config, XIndex};
-
-/// Group node bytes a lookup reads.
-const NODE_BYTES: usize = GROUP_LINES * 64;
-/// Roots over more groups than this keep hints on any host.
-const ALWAYS_HINTED: usize = HINT_L2_MAX / NODE_BYTES;
-/// Roots over at most this many groups keep none on any host.
-const NEVER_HINTED: usize = HINT_L2_MIN / NODE_BYTES;
 
 #[test]
 fn lookups_stay_exact_while_hints_go_stale() {
