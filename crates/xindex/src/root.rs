@@ -186,9 +186,22 @@ fn hints_pay_off(slots: usize, l2_bytes: usize) -> bool {
 /// bounded so that a CPU reporting a strange figure (or none, 1 MiB) still
 /// gets hints for large roots and none for small ones.
 fn hint_l2_bytes() -> usize {
+    #[cfg(all(test, not(xindex_loom)))]
+    if let Some(l2) = HINT_L2_OVERRIDE.with(std::cell::Cell::get) {
+        return l2;
+    }
     lidx_core::cpu_cache::l2_bytes()
         .unwrap_or(1 << 20)
         .clamp(HINT_L2_MIN, HINT_L2_MAX)
+}
+
+#[cfg(all(test, not(xindex_loom)))]
+thread_local! {
+    /// The L2 size [`hint_l2_bytes`] reports on this thread instead of the
+    /// core's, unclamped (measuring tools: roots with or without hints
+    /// whatever the host).
+    pub(crate) static HINT_L2_OVERRIDE: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Bounds of [`hint_l2_bytes`].

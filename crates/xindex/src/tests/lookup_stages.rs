@@ -316,6 +316,14 @@ fn rebuilt_root(index: &XIndex<u64, u64>, model: RootModel, hints: bool) -> Root
     if hints { root } else { root.without_hints() }
 }
 
+/// [`rebuilt_root`] with hints kept whatever the host's L2.
+fn rebuilt_root_hinted(index: &XIndex<u64, u64>) -> Root<u64> {
+    crate::root::HINT_L2_OVERRIDE.with(|o| o.set(Some(0)));
+    let root = rebuilt_root(index, RootModel::Auto, true);
+    crate::root::HINT_L2_OVERRIDE.with(|o| o.set(None));
+    root
+}
+
 /// Makes `root` the index's root, retiring the old one.
 fn install_root(index: &XIndex<u64, u64>, root: Root<u64>) {
     use std::sync::atomic::Ordering;
@@ -337,7 +345,7 @@ fn hint_ab() {
     let index = loaded(&keys);
     let probes = random_probes(&keys, 1_000_000, 3);
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
-    let hinted = rebuilt_root(&index, RootModel::Auto, true).hinted_slots();
+    let hinted = rebuilt_root_hinted(&index).hinted_slots();
     println!(
         "{name}: {} groups, {hinted} with hints",
         index.stats().groups.len()
@@ -346,7 +354,12 @@ fn hint_ab() {
     let mut results = [Vec::new(), Vec::new()];
     for _ in 0..ROUNDS {
         for (hints, result) in [false, true].into_iter().zip(results.iter_mut()) {
-            install_root(&index, rebuilt_root(&index, RootModel::Auto, hints));
+            let root = if hints {
+                rebuilt_root_hinted(&index)
+            } else {
+                rebuilt_root(&index, RootModel::Auto, false)
+            };
+            install_root(&index, root);
             let t = Instant::now();
             for k in &probes {
                 assert_eq!(index.get(k), Some(*k));
