@@ -634,6 +634,30 @@ impl<K: Key> Group<K> {
         predicted
     }
 
+    /// Requests the key and cell lines of the `records` records a scan
+    /// from `key` will most likely copy, starting half a search window
+    /// before the model's prediction: with them in flight together with the
+    /// window that finds the scan's start, the copy waits for one round
+    /// trip to memory instead of two (the start's window, then the run).
+    /// At most `max_lines` lines of each. Keys that own memory are left to
+    /// the copy.
+    #[inline]
+    pub(crate) fn prefetch_scan_from(&self, key: &K, records: usize, max_lines: usize) {
+        if std::mem::needs_drop::<K>() || self.keys.is_empty() {
+            return;
+        }
+        let predicted = self.prediction(key).pos;
+        let start = predicted
+            .saturating_sub(SEARCH_WINDOW / 2)
+            .min(self.keys.len());
+        let end = predicted
+            .saturating_add(records)
+            .saturating_add(SEARCH_WINDOW / 2)
+            .clamp(start, self.keys.len());
+        prefetch_slice(&self.keys[start..end], max_lines);
+        prefetch_slice(blocks_of(&self.cells, start, end), max_lines);
+    }
+
     /// Hints the CPU to load the first key line of the window counted from
     /// `predicted`, then the cells the search most likely ends on: those of
     /// the whole counted window, whose keys load at the same time (the
@@ -853,6 +877,26 @@ mod tests {
             assert_eq!(g.find(k), Some(i));
             assert_eq!(g.lower_bound(&(k + 1)), i + 1);
         }
+    }
+
+    #[test]
+    fn scan_prefetch_stays_inside_the_arrays_for_any_start_and_length() {
+        // Prefetches never fault, but the slices they are taken from must
+        // be in bounds: keys far below, inside and far above the group,
+        // lengths from 0 to usize::MAX, and an empty group.
+        let keys: Vec<u64> = (0..3000u64).map(|i| 1_000 + i * 10).collect();
+        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, 0);
+        for key in [0, 1_000, 5_005, 30_990, 31_000, u64::MAX] {
+            for records in [0, 1, 100, 5_000, usize::MAX] {
+                g.prefetch_scan_from(&key, records, 32);
+            }
+        }
+        let empty =
+            Group::from_values(&Pages::new(), None, Vec::<u64>::new(), Vec::new(), 32, 4, 0);
+        empty.prefetch_scan_from(&7, 100, 32);
+        let strings: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i:03}").into_bytes()).collect();
+        let gs = Group::from_values(&Pages::new(), None, strings, (0..50).collect(), 32, 4, 0);
+        gs.prefetch_scan_from(&b"k010".to_vec(), 100, 32);
     }
 
     #[test]

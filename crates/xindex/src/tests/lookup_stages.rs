@@ -560,3 +560,89 @@ fn node_placement() {
     }
     drop(junk);
 }
+
+/// Alternates random `get`s that pin the epoch themselves with `get`s
+/// nested inside one outer pin (whose own pin then takes no fence), over
+/// one bulk load: what the pin's locked instruction costs, or saves, when
+/// consecutive gets may overlap.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn pin_ab() {
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
+    let probes = random_probes(&keys, 1_000_000, 5);
+    {
+        let guard = index.inner().reclaimer.pin();
+        println!(
+            "{name}: {} of {} slots hinted (L2 {:?})",
+            index.inner().root(&guard).hinted_slots(),
+            index.stats().groups.len(),
+            lidx_core::cpu_cache::l2_bytes()
+        );
+    }
+    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
+    const ROUNDS: usize = 8;
+    let mut pinned = Vec::new();
+    let mut nested = Vec::new();
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        for k in &probes {
+            assert_eq!(index.get(k), Some(*k));
+        }
+        pinned.push(per_probe(t));
+        let outer = index.inner().reclaimer.pin();
+        let t = Instant::now();
+        for k in &probes {
+            assert_eq!(index.get(k), Some(*k));
+        }
+        nested.push(per_probe(t));
+        drop(outer);
+    }
+    pinned.sort_by(f64::total_cmp);
+    nested.sort_by(f64::total_cmp);
+    println!(
+        "{name}: get median {:.0} ns (min {:.0}) | nested in an outer pin median {:.0} ns (min {:.0})",
+        pinned[ROUNDS / 2],
+        pinned[0],
+        nested[ROUNDS / 2],
+        nested[0]
+    );
+}
+
+/// Alternates, over one bulk load, 100-record scans from random keys with
+/// and without the early request of the run's lines
+/// ([`Group::prefetch_scan_from`](crate::group::Group::prefetch_scan_from)).
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn scan_ab() {
+    use std::sync::atomic::Ordering;
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
+    let probes = random_probes(&keys, 300_000, 7);
+    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
+    let mut res = [Vec::new(), Vec::new()];
+    let mut out = Vec::with_capacity(128);
+    for _ in 0..8 {
+        for (early, r) in [false, true].into_iter().zip(res.iter_mut()) {
+            crate::inner::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
+            let t = Instant::now();
+            for k in &probes {
+                out.clear();
+                index.scan(k, 100, &mut out);
+                assert_eq!(out.first().map(|p| p.0), Some(*k));
+            }
+            r.push(per_probe(t));
+        }
+    }
+    crate::inner::SCAN_EARLY_PREFETCH.store(true, Ordering::Relaxed);
+    for (label, mut r) in ["run requested after the start", "run requested early"]
+        .into_iter()
+        .zip(res)
+    {
+        r.sort_by(f64::total_cmp);
+        println!(
+            "{name}, {label}: scan median {:.0} ns (min {:.0})",
+            r[4], r[0]
+        );
+    }
+}
