@@ -380,12 +380,9 @@ fn hint_ab() {
         let mut ch: Vec<f64> = result.iter().map(|r| r.1).collect();
         ind.sort_by(f64::total_cmp);
         ch.sort_by(f64::total_cmp);
+        let ((ind, ind_min), (ch, ch_min)) = (median_min(&ind), median_min(&ch));
         println!(
-            "{label:>8}: get median {:.0} ns (min {:.0}) | chained median {:.0} ns (min {:.0})",
-            ind[ROUNDS / 2],
-            ind[0],
-            ch[ROUNDS / 2],
-            ch[0]
+            "{label:>8}: get median {ind:.0} ns (min {ind_min:.0}) | chained median {ch:.0} ns (min {ch_min:.0})"
         );
     }
 }
@@ -583,33 +580,42 @@ fn pin_ab() {
             lidx_core::cpu_cache::l2_bytes()
         );
     }
-    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
-    const ROUNDS: usize = 8;
-    let mut pinned = Vec::new();
-    let mut nested = Vec::new();
-    for _ in 0..ROUNDS {
+    let timed_gets = || {
         let t = Instant::now();
         for k in &probes {
             assert_eq!(index.get(k), Some(*k));
         }
-        pinned.push(per_probe(t));
-        let outer = index.inner().reclaimer.pin();
-        let t = Instant::now();
-        for k in &probes {
-            assert_eq!(index.get(k), Some(*k));
-        }
-        nested.push(per_probe(t));
-        drop(outer);
-    }
-    pinned.sort_by(f64::total_cmp);
-    nested.sort_by(f64::total_cmp);
+        t.elapsed().as_nanos() as f64 / probes.len() as f64
+    };
+    let [pinned, nested] = alternate(8, |nested| {
+        let _outer = nested.then(|| index.inner().reclaimer.pin());
+        timed_gets()
+    });
+    let ((pinned, pinned_min), (nested, nested_min)) = (median_min(&pinned), median_min(&nested));
     println!(
-        "{name}: get median {:.0} ns (min {:.0}) | nested in an outer pin median {:.0} ns (min {:.0})",
-        pinned[ROUNDS / 2],
-        pinned[0],
-        nested[ROUNDS / 2],
-        nested[0]
+        "{name}: get median {pinned:.0} ns (min {pinned_min:.0}) | nested in an outer pin median {nested:.0} ns (min {nested_min:.0})"
     );
+}
+
+/// Runs `round(false)` and `round(true)` by turns, `rounds` times each, so
+/// that the host's drift between rounds hits both settings alike; a round
+/// returns its time per operation. Returns both series, sorted.
+fn alternate(rounds: usize, mut round: impl FnMut(bool) -> f64) -> [Vec<f64>; 2] {
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (setting, series) in [false, true].into_iter().zip(times.iter_mut()) {
+            series.push(round(setting));
+        }
+    }
+    for series in &mut times {
+        series.sort_by(f64::total_cmp);
+    }
+    times
+}
+
+/// The median and the minimum of a sorted, non-empty series.
+fn median_min(sorted: &[f64]) -> (f64, f64) {
+    (sorted[sorted.len() / 2], sorted[0])
 }
 
 /// Alternates, over one bulk load, 100-record scans from random keys with
@@ -622,30 +628,23 @@ fn scan_ab() {
     let (name, keys) = key_set();
     let index = loaded(&keys);
     let probes = random_probes(&keys, 300_000, 7);
-    let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
-    let mut res = [Vec::new(), Vec::new()];
     let mut out = Vec::with_capacity(128);
-    for _ in 0..8 {
-        for (early, r) in [false, true].into_iter().zip(res.iter_mut()) {
-            crate::inner::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
-            let t = Instant::now();
-            for k in &probes {
-                out.clear();
-                index.scan(k, 100, &mut out);
-                assert_eq!(out.first().map(|p| p.0), Some(*k));
-            }
-            r.push(per_probe(t));
+    let [late, early] = alternate(8, |early| {
+        crate::inner::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
+        let t = Instant::now();
+        for k in &probes {
+            out.clear();
+            index.scan(k, 100, &mut out);
+            assert_eq!(out.first().map(|p| p.0), Some(*k));
         }
-    }
+        t.elapsed().as_nanos() as f64 / probes.len() as f64
+    });
     crate::inner::SCAN_EARLY_PREFETCH.store(true, Ordering::Relaxed);
-    for (label, mut r) in ["run requested after the start", "run requested early"]
-        .into_iter()
-        .zip(res)
-    {
-        r.sort_by(f64::total_cmp);
-        println!(
-            "{name}, {label}: scan median {:.0} ns (min {:.0})",
-            r[4], r[0]
-        );
+    for (label, series) in [
+        ("run requested after the start", late),
+        ("run requested early", early),
+    ] {
+        let (median, min) = median_min(&series);
+        println!("{name}, {label}: scan median {median:.0} ns (min {min:.0})");
     }
 }
