@@ -559,7 +559,7 @@ impl<K: Key> Group<K> {
     }
 
     /// Position of the first record whose key is `>= key`.
-    #[inline]
+    #[cfg(all(test, not(xindex_loom)))]
     pub(crate) fn lower_bound(&self, key: &K) -> usize {
         self.lower_bound_from(key, self.prediction(key))
     }
@@ -634,28 +634,31 @@ impl<K: Key> Group<K> {
         predicted
     }
 
-    /// Requests the key and cell lines of the `records` records a scan
-    /// from `key` will most likely copy, starting half a search window
-    /// before the model's prediction: with them in flight together with the
-    /// window that finds the scan's start, the copy waits for one round
-    /// trip to memory instead of two (the start's window, then the run).
-    /// At most `max_lines` lines of each. Keys that own memory are left to
-    /// the copy.
+    /// The serving model's prediction for a scan's first key `key`, with
+    /// the key and cell lines of the `records` records the scan will most
+    /// likely copy requested from half a search window before it: in
+    /// flight together with the window that finds the start, the copy then
+    /// waits for one round trip to memory instead of two (the start's
+    /// window, then the run). At most [`SCAN_PREFETCH_LINES`] lines of each.
+    /// Keys that own memory are left to the copy.
     #[inline]
-    pub(crate) fn prefetch_scan_from(&self, key: &K, records: usize, max_lines: usize) {
-        if std::mem::needs_drop::<K>() || self.keys.is_empty() {
-            return;
+    fn scan_prediction(&self, key: &K, records: usize) -> Prediction {
+        let predicted = self.prediction(key);
+        if std::mem::needs_drop::<K>() || self.keys.is_empty() || !scan_early_prefetch() {
+            return predicted;
         }
-        let predicted = self.prediction(key).pos;
         let start = predicted
+            .pos
             .saturating_sub(SEARCH_WINDOW / 2)
             .min(self.keys.len());
         let end = predicted
+            .pos
             .saturating_add(records)
             .saturating_add(SEARCH_WINDOW / 2)
             .clamp(start, self.keys.len());
-        prefetch_slice(&self.keys[start..end], max_lines);
-        prefetch_slice(blocks_of(&self.cells, start, end), max_lines);
+        prefetch_slice(&self.keys[start..end], SCAN_PREFETCH_LINES);
+        prefetch_slice(blocks_of(&self.cells, start, end), SCAN_PREFETCH_LINES);
+        predicted
     }
 
     /// Hints the CPU to load the first key line of the window counted from
@@ -716,14 +719,16 @@ impl<K: Key> Group<K> {
     }
 
     /// Index (in the combined array-then-tail order, of which the first
-    /// `tail_len` tail records count) of the first record inside `bound`.
-    pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize) -> usize {
+    /// `tail_len` tail records count) of the first record inside `bound`,
+    /// for a scan that will copy about `run` records from there: their
+    /// lines are requested with the search's ([`scan_prediction`](Self::scan_prediction)).
+    pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
         let keys = &self.keys;
         let array = match bound {
             Bound::Unbounded => 0,
-            Bound::Included(key) => self.lower_bound(key),
+            Bound::Included(key) => self.lower_bound_from(key, self.scan_prediction(key, run)),
             Bound::Excluded(key) => {
-                let i = self.lower_bound(key);
+                let i = self.lower_bound_from(key, self.scan_prediction(key, run));
                 i + partition_by(&keys[i..], |k| k <= key)
             }
         };
@@ -761,6 +766,26 @@ impl<K: Key> Group<K> {
 /// 170-179 -> 142-160, geolite2 284-300 -> 284-288 (its models miss by
 /// more than 8 records a third of the time).
 const SEARCH_WINDOW: usize = 16;
+
+/// Cache lines of keys (and, separately, of cells) a scan prefetches when
+/// it starts copying a group's array: enough for a 100-record scan of
+/// 8-byte keys, bounded so a long range does not flood the memory system.
+pub(crate) const SCAN_PREFETCH_LINES: usize = 32;
+
+/// Whether a scan requests its run's lines with its start's search
+/// ([`Group::scan_prediction`]); a measuring tool turns it off to time
+/// scans without (`tests::lookup_stages::scan_ab`).
+#[cfg(all(test, not(xindex_loom)))]
+pub(crate) static SCAN_EARLY_PREFETCH: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(true);
+
+#[inline(always)]
+fn scan_early_prefetch() -> bool {
+    #[cfg(all(test, not(xindex_loom)))]
+    return SCAN_EARLY_PREFETCH.load(Ordering::Relaxed);
+    #[cfg(not(all(test, not(xindex_loom))))]
+    true
+}
 
 /// Most cache lines of cells requested for the second count of a search
 /// (see [`Group::lower_bound_from`]): a model's error bound is 32 by
@@ -880,23 +905,31 @@ mod tests {
     }
 
     #[test]
-    fn scan_prefetch_stays_inside_the_arrays_for_any_start_and_length() {
+    fn scan_prediction_stays_inside_the_arrays_for_any_start_and_length() {
         // Prefetches never fault, but the slices they are taken from must
         // be in bounds: keys far below, inside and far above the group,
-        // lengths from 0 to usize::MAX, and an empty group.
+        // run lengths from 0 to usize::MAX, and an empty group. The
+        // prediction is the lookup's own.
         let keys: Vec<u64> = (0..3000u64).map(|i| 1_000 + i * 10).collect();
         let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, 0);
         for key in [0, 1_000, 5_005, 30_990, 31_000, u64::MAX] {
             for records in [0, 1, 100, 5_000, usize::MAX] {
-                g.prefetch_scan_from(&key, records, 32);
+                assert_eq!(g.scan_prediction(&key, records).pos, g.prediction(&key).pos);
+                assert_eq!(
+                    g.first_index(Bound::Included(&key), 0, records),
+                    g.lower_bound(&key)
+                );
             }
         }
         let empty =
             Group::from_values(&Pages::new(), None, Vec::<u64>::new(), Vec::new(), 32, 4, 0);
-        empty.prefetch_scan_from(&7, 100, 32);
+        assert_eq!(empty.first_index(Bound::Included(&7), 0, 100), 0);
         let strings: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i:03}").into_bytes()).collect();
         let gs = Group::from_values(&Pages::new(), None, strings, (0..50).collect(), 32, 4, 0);
-        gs.prefetch_scan_from(&b"k010".to_vec(), 100, 32);
+        assert_eq!(
+            gs.first_index(Bound::Excluded(&b"k010".to_vec()), 0, 100),
+            11
+        );
     }
 
     #[test]
@@ -962,8 +995,8 @@ mod tests {
             assert_eq!(g.records.cell_at(i).read(), Some(i as u64));
         }
         assert_eq!(g.find(&2), None);
-        assert_eq!(g.first_index(Bound::Excluded(&4), 0), 3);
-        assert_eq!(g.first_index(Bound::Included(&5), 0), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&4), 0, 0), 3);
+        assert_eq!(g.first_index(Bound::Included(&5), 0, 0), 3);
     }
 
     #[test]
@@ -971,7 +1004,7 @@ mod tests {
         let g = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, 0);
         assert_eq!(g.models.len(), 1);
         assert_eq!(g.find(&7), None);
-        assert_eq!(g.first_index(Bound::Unbounded, 0), 0);
+        assert_eq!(g.first_index(Bound::Unbounded, 0, 0), 0);
     }
 
     #[test]
@@ -995,10 +1028,10 @@ mod tests {
         assert_eq!(g.records.lengths(), (3, 2));
         assert_eq!(g.records.key_at(4), Some(&40));
         assert_eq!(g.records.cell_at(3).read(), Some(4));
-        assert_eq!(g.first_index(Bound::Excluded(&30), 2), 3);
-        assert_eq!(g.first_index(Bound::Excluded(&35), 2), 4);
-        assert_eq!(g.first_index(Bound::Included(&41), 2), 5);
-        assert_eq!(g.first_index(Bound::Included(&25), 2), 2);
+        assert_eq!(g.first_index(Bound::Excluded(&30), 2, 0), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&35), 2, 0), 4);
+        assert_eq!(g.first_index(Bound::Included(&41), 2, 0), 5);
+        assert_eq!(g.first_index(Bound::Included(&25), 2, 0), 2);
     }
 
     proptest! {

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use crate::budget::DeltaBudget;
 use crate::config::Config;
 use crate::delta::Upserted;
-use crate::group::{Group, Prediction};
+use crate::group::{Group, Prediction, SCAN_PREFETCH_LINES};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
@@ -33,26 +33,6 @@ use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::value::Value;
-
-/// Cache lines of keys (and, separately, of cells) a scan prefetches when
-/// it starts copying a group's array: enough for a 100-record scan of
-/// 8-byte keys, bounded so a long range does not flood the memory system.
-const SCAN_PREFETCH_LINES: usize = 32;
-
-/// Whether a scan requests its run's lines from the group's prediction
-/// ([`Group::prefetch_scan_from`]); a measuring tool turns it off to time
-/// scans without (`tests::lookup_stages::scan_ab`).
-#[cfg(all(test, not(xindex_loom)))]
-pub(crate) static SCAN_EARLY_PREFETCH: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(true);
-
-#[inline(always)]
-fn scan_early_prefetch() -> bool {
-    #[cfg(all(test, not(xindex_loom)))]
-    return SCAN_EARLY_PREFETCH.load(Ordering::Relaxed);
-    #[cfg(not(all(test, not(xindex_loom))))]
-    true
-}
 
 /// Keys per software-pipelined batch of [`Inner::get_many`]: enough misses
 /// in flight to fill the memory system, few enough that the first key's
@@ -393,12 +373,7 @@ impl<K: Key> Inner<K> {
             // The run's lines go out with the start's key window, not after
             // it: scans of 100 records took 9-18% less time on osm, books,
             // geolite2 and lognormal 10M (`scan_ab`, session 31).
-            if let (true, Bound::Included(k) | Bound::Excluded(k)) =
-                (scan_early_prefetch(), lower_ref)
-            {
-                group.prefetch_scan_from(k, limit - taken, SCAN_PREFETCH_LINES);
-            }
-            let mut at = group.first_index(lower_ref, tail_len);
+            let mut at = group.first_index(lower_ref, tail_len, limit - taken);
             let mut buf = group.buf.first_from(lower_ref);
             let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref));
             let (keys, cells) = group.arrays();

@@ -620,7 +620,7 @@ fn median_min(sorted: &[f64]) -> (f64, f64) {
 
 /// Alternates, over one bulk load, 100-record scans from random keys with
 /// and without the early request of the run's lines
-/// ([`Group::prefetch_scan_from`](crate::group::Group::prefetch_scan_from)).
+/// (`Group::scan_prediction`).
 #[test]
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn scan_ab() {
@@ -630,7 +630,7 @@ fn scan_ab() {
     let probes = random_probes(&keys, 300_000, 7);
     let mut out = Vec::with_capacity(128);
     let [late, early] = alternate(8, |early| {
-        crate::inner::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
+        crate::group::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
         let t = Instant::now();
         for k in &probes {
             out.clear();
@@ -639,7 +639,7 @@ fn scan_ab() {
         }
         t.elapsed().as_nanos() as f64 / probes.len() as f64
     });
-    crate::inner::SCAN_EARLY_PREFETCH.store(true, Ordering::Relaxed);
+    crate::group::SCAN_EARLY_PREFETCH.store(true, Ordering::Relaxed);
     for (label, series) in [
         ("run requested after the start", late),
         ("run requested early", early),
