@@ -84,12 +84,19 @@ fn loaded(keys: &[u64]) -> XIndex<u64, u64> {
     index
 }
 
+/// The key set, the index bulk-loaded from it and `count` random probes
+/// of its keys (seeded by `seed`): what every timing tool starts from.
+fn probed(count: usize, seed: u64) -> (String, Vec<u64>, XIndex<u64, u64>, Vec<u64>) {
+    let (name, keys) = key_set();
+    let index = loaded(&keys);
+    let probes = random_probes(&keys, count, seed);
+    (name, keys, index, probes)
+}
+
 #[test]
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn lookup_stages() {
-    let (name, keys) = key_set();
-    let index = loaded(&keys);
-    let probes = random_probes(&keys, 4_000_000, 1);
+    let (name, keys, index, probes) = probed(4_000_000, 1);
     let map = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
     let stats = index.stats();
@@ -341,9 +348,7 @@ fn install_root(index: &XIndex<u64, u64>, root: Root<u64>) {
 #[test]
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn hint_ab() {
-    let (name, keys) = key_set();
-    let index = loaded(&keys);
-    let probes = random_probes(&keys, 1_000_000, 3);
+    let (name, _, index, probes) = probed(1_000_000, 3);
     let per_probe = |t: Instant| t.elapsed().as_nanos() as f64 / probes.len() as f64;
     let hinted = rebuilt_root_hinted(&index).hinted_slots();
     println!(
@@ -568,9 +573,7 @@ fn node_placement() {
 #[test]
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn pin_ab() {
-    let (name, keys) = key_set();
-    let index = loaded(&keys);
-    let probes = random_probes(&keys, 1_000_000, 5);
+    let (name, _, index, probes) = probed(1_000_000, 5);
     {
         let guard = index.inner().reclaimer.pin();
         println!(
@@ -625,9 +628,7 @@ fn median_min(sorted: &[f64]) -> (f64, f64) {
 #[ignore = "measuring tool; run with --ignored --nocapture in release"]
 fn scan_ab() {
     use std::sync::atomic::Ordering;
-    let (name, keys) = key_set();
-    let index = loaded(&keys);
-    let probes = random_probes(&keys, 300_000, 7);
+    let (name, _, index, probes) = probed(300_000, 7);
     let mut out = Vec::with_capacity(128);
     let [late, early] = alternate(8, |early| {
         crate::group::SCAN_EARLY_PREFETCH.store(early, Ordering::Relaxed);
