@@ -649,3 +649,63 @@ fn scan_ab() {
         println!("{name}, {label}: scan median {median:.0} ns (min {min:.0})");
     }
 }
+
+/// `N` no-ops: each takes a reorder-buffer entry and a dispatch slot, and
+/// nothing else.
+#[inline(always)]
+fn pad<const N: usize>() {
+    // SAFETY: no-ops only; touches no memory, register or flag.
+    unsafe {
+        std::arch::asm!(".rept {n}", "nop", ".endr", n = const N, options(nomem, nostack, preserves_flags));
+    }
+}
+
+/// How much a `get`'s length decides its speed: times independent gets
+/// with `N` no-ops before each, next to `BTreeMap` behind an `RwLock`
+/// (medians of five rounds, settings alternated over one bulk load). If
+/// consecutive gets overlapped their memory round trips only within the
+/// CPU's reorder window, a few instructions more or less would move a
+/// `get` a lot; the slope of time against `N` says what an instruction
+/// of the path is worth.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn padding_probe() {
+    type Get<'a> = &'a dyn Fn(&u64) -> Option<u64>;
+    fn timed<const N: usize>(probes: &[u64], get: Get<'_>) -> f64 {
+        let t = Instant::now();
+        for k in probes {
+            pad::<N>();
+            assert_eq!(get(k), Some(*k));
+        }
+        t.elapsed().as_nanos() as f64 / probes.len() as f64
+    }
+    const PADS: [usize; 5] = [0, 50, 100, 200, 400];
+    let rounds: [fn(&[u64], Get<'_>) -> f64; 5] = [
+        timed::<0>,
+        timed::<50>,
+        timed::<100>,
+        timed::<200>,
+        timed::<400>,
+    ];
+    let (name, keys, index, probes) = probed(1_000_000, 9);
+    let map = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
+    let engines: [Get<'_>; 2] = [&|k| index.get(k), &|k| {
+        map.read().expect("not poisoned").get(k).copied()
+    }];
+    let mut times = PADS.map(|_| [Vec::new(), Vec::new()]);
+    for _ in 0..5 {
+        for (round, series) in rounds.iter().zip(times.iter_mut()) {
+            for (get, s) in engines.iter().zip(series.iter_mut()) {
+                s.push(round(&probes, *get));
+            }
+        }
+    }
+    println!("{name}");
+    for (pad, series) in PADS.iter().zip(times.iter_mut()) {
+        let [get, btree] = series.each_mut().map(|s| {
+            s.sort_by(f64::total_cmp);
+            median_min(s).0
+        });
+        println!("{pad:>3} no-ops: get median {get:.0} ns | BTreeMap+RwLock median {btree:.0} ns");
+    }
+}
