@@ -5,6 +5,8 @@ use std::time::Duration;
 use lidx_core::background::LOWEST_NICE;
 use lidx_core::{Error, Result};
 
+use crate::tail::TailSpec;
+
 /// Parameters of an [`XIndex`](crate::XIndex).
 ///
 /// The four structural thresholds are the paper's `e`, `s`, `f` and `m`.
@@ -28,13 +30,16 @@ pub struct Config {
     pub initial_group_size: usize,
     /// Most second-stage models in the root's two-stage RMI. Default 65536.
     pub max_root_models: usize,
-    /// The sequential-insert hint (§3.5.2): records each group can append
-    /// in place after its array when keys arrive above it, instead of
+    /// The sequential-insert hint (§3.5.2): records a group can append in
+    /// place after its array when keys arrive above it, instead of
     /// inserting them into the delta index. 0 (the default) disables it.
-    /// Every group pre-allocates its slots: about `16 + size_of::<OnceLock<K>>()`
-    /// bytes each (32 for `u64` keys), so keep it small with many groups.
-    /// At most [`MAX_SEQUENTIAL_CAPACITY`].
+    /// Each group given a tail (see [`sequential_groups`](Self::sequential_groups))
+    /// pre-allocates its slots: about `16 + size_of::<OnceLock<K>>()` bytes
+    /// each (32 for `u64` keys). At most [`MAX_SEQUENTIAL_CAPACITY`].
     pub sequential_capacity: usize,
+    /// Which groups get an append tail of `sequential_capacity` slots.
+    /// Default [`SequentialGroups::Detected`], the paper's detection.
+    pub sequential_groups: SequentialGroups,
     /// Pause between background maintenance passes; `None` starts no
     /// background thread (maintenance then runs only through
     /// [`XIndex::maintain_now`](crate::XIndex::maintain_now)). A pass
@@ -79,7 +84,7 @@ pub struct Config {
 pub const MAX_MODELS: usize = 256;
 
 /// Largest accepted [`Config::sequential_capacity`]: 2 MiB of append slots
-/// per group for `u64` keys, allocated with every group's array.
+/// per group for `u64` keys, allocated with the group's array.
 pub const MAX_SEQUENTIAL_CAPACITY: usize = 1 << 16;
 
 impl Default for Config {
@@ -92,6 +97,7 @@ impl Default for Config {
             initial_group_size: 2048,
             max_root_models: 1 << 16,
             sequential_capacity: 0,
+            sequential_groups: SequentialGroups::Detected,
             maintenance_interval: Some(Duration::from_millis(20)),
             small_delta_delay: Duration::from_secs(1),
             delta_budget_bytes: 64 << 20,
@@ -100,7 +106,34 @@ impl Default for Config {
     }
 }
 
+/// Which groups pre-allocate a §3.5.2 append tail when
+/// [`Config::sequential_capacity`] is not 0. Only a group with a tail takes
+/// the tail lock, and only for keys above its array.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SequentialGroups {
+    /// At bulk load, the last group (keys above every key, such as
+    /// timestamps, arrive there); at every later rebuild of a group, only
+    /// if most keys inserted since its last build arrived above its
+    /// records (at least 16, or the capacity if smaller). A group that
+    /// stops receiving them loses its tail at its next rebuild.
+    #[default]
+    Detected,
+    /// Every group, at every build: for keys that ascend within many groups
+    /// at once (per-device timestamps, say), so that no group waits for
+    /// detection; costs the slots in every group.
+    All,
+}
+
 impl Config {
+    /// The tail a group gets when it gets one.
+    pub(crate) fn tail(&self) -> Option<TailSpec> {
+        (self.sequential_capacity > 0).then_some(TailSpec {
+            capacity: self.sequential_capacity,
+            error_bound: self.error_bound,
+        })
+    }
+
     /// Checks every parameter, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
         if self.delta_threshold == 0 {

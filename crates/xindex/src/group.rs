@@ -30,7 +30,7 @@ use crate::delta::Delta;
 use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
 use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
-use crate::tail::Tail;
+use crate::tail::{Tail, TailSpec};
 
 /// Keys and their record cells, sorted by key, never resized; optionally
 /// followed by an append-only [`Tail`] (the sequential-insert fast path).
@@ -44,19 +44,25 @@ pub(crate) struct Records<K> {
     pub(crate) removed: AtomicUsize,
 }
 
-impl<K: Ord + Clone> Records<K> {
+impl<K: Key> Records<K> {
+    /// The records of `keys` and `cells`, with a tail as `tail` says whose
+    /// first model is the last of `models` (the array's), extended.
     fn new(
         pages: &Pages,
         keys: Vec<K>,
         cells: Vec<CellBlock>,
-        tail_capacity: usize,
+        models: &[SubModel<K>],
+        tail: Option<TailSpec>,
         tail_open: bool,
     ) -> Self {
         debug_assert_eq!(keys.len().div_ceil(SLOTS), cells.len());
+        let tail = tail
+            .filter(|spec| spec.capacity > 0)
+            .map(|spec| Tail::new(spec, tail_open, tail_start_model(models, keys.len())));
         Records {
             keys: pages.store(keys),
             cells: pages.store(cells),
-            tail: (tail_capacity > 0).then(|| Tail::new(tail_capacity, tail_open)),
+            tail,
             removed: AtomicUsize::new(0),
         }
     }
@@ -97,6 +103,19 @@ impl<K: Ord + Clone> Records<K> {
     pub(crate) fn above_array(&self, key: &K) -> bool {
         self.keys.last().is_none_or(|last| key > last)
     }
+}
+
+/// The array's last model, moved to predict tail indexes (array position
+/// minus `array_len`): keys arriving at the rate it learned need no
+/// retraining. `None` over an empty array, whose models learned nothing.
+fn tail_start_model<K: Key>(models: &[SubModel<K>], array_len: usize) -> Option<LinearModel<K>> {
+    let last = models.last().filter(|m| m.len > 0)?;
+    let shift = last.start as f64 - array_len as f64;
+    Some(LinearModel::new(
+        last.model.origin.clone(),
+        last.model.slope,
+        last.model.intercept + shift,
+    ))
 }
 
 /// One linear model over `keys[start..start + len]`.
@@ -406,10 +425,10 @@ impl<K: Key> Group<K> {
         words: Vec<u64>,
         error_bound: usize,
         max_models: usize,
-        tail_capacity: usize,
+        tail: Option<TailSpec>,
     ) -> Self {
         let (models, _) = fewest_models(&keys, error_bound, max_models);
-        Self::with_models(pages, pivot, keys, words, models, tail_capacity)
+        Self::with_models(pages, pivot, keys, words, models, tail)
     }
 
     /// A group over live records with already fitted `models`.
@@ -419,10 +438,10 @@ impl<K: Key> Group<K> {
         keys: Vec<K>,
         words: Vec<u64>,
         models: Box<[SubModel<K>]>,
-        tail_capacity: usize,
+        tail: Option<TailSpec>,
     ) -> Self {
         let cells = CellBlock::live(&words);
-        let records = Records::new(pages, keys, cells, tail_capacity, true);
+        let records = Records::new(pages, keys, cells, &models, tail, true);
         Self::assemble(pivot, Arc::new(records), models, Arc::new(Delta::new()))
     }
 
@@ -455,7 +474,7 @@ impl<K: Key> Group<K> {
     }
 
     /// The merge phase's new group: every record points at the live record
-    /// it was merged from. Its tail (if `tail_capacity > 0`) stays closed
+    /// it was merged from. Its tail (if `tail` asks for one) stays closed
     /// until maintenance opens it after the copy phase.
     ///
     /// # Safety
@@ -469,13 +488,13 @@ impl<K: Key> Group<K> {
         merged: Vec<(K, Record<'_>)>,
         model_count: usize,
         buf: Arc<Delta<K>>,
-        tail_capacity: usize,
+        tail: Option<TailSpec>,
     ) -> Self {
         let (keys, targets): (Vec<K>, Vec<Record<'_>>) = merged.into_iter().unzip();
         // SAFETY: forwarded from this function's contract.
         let cells = unsafe { CellBlock::pointing_to(&targets) };
         let models = fit_models(&keys, model_count);
-        let records = Records::new(pages, keys, cells, tail_capacity, false);
+        let records = Records::new(pages, keys, cells, &models, tail, false);
         Self::assemble(pivot, Arc::new(records), models, buf)
     }
 
@@ -886,7 +905,7 @@ mod tests {
             (0..n as u64).collect(),
             32,
             4,
-            0,
+            None,
         );
         let paper = Router::from_models(&g.models).expect("4 models fit");
         let mut paper = paper;
@@ -911,7 +930,7 @@ mod tests {
         // run lengths from 0 to usize::MAX, and an empty group. The
         // prediction is the lookup's own.
         let keys: Vec<u64> = (0..3000u64).map(|i| 1_000 + i * 10).collect();
-        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, 0);
+        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, None);
         for key in [0, 1_000, 5_005, 30_990, 31_000, u64::MAX] {
             for records in [0, 1, 100, 5_000, usize::MAX] {
                 assert_eq!(g.scan_prediction(&key, records).pos, g.prediction(&key).pos);
@@ -921,11 +940,18 @@ mod tests {
                 );
             }
         }
-        let empty =
-            Group::from_values(&Pages::new(), None, Vec::<u64>::new(), Vec::new(), 32, 4, 0);
+        let empty = Group::from_values(
+            &Pages::new(),
+            None,
+            Vec::<u64>::new(),
+            Vec::new(),
+            32,
+            4,
+            None,
+        );
         assert_eq!(empty.first_index(Bound::Included(&7), 0, 100), 0);
         let strings: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i:03}").into_bytes()).collect();
-        let gs = Group::from_values(&Pages::new(), None, strings, (0..50).collect(), 32, 4, 0);
+        let gs = Group::from_values(&Pages::new(), None, strings, (0..50).collect(), 32, 4, None);
         assert_eq!(
             gs.first_index(Bound::Excluded(&b"k010".to_vec()), 0, 100),
             11
@@ -935,7 +961,7 @@ mod tests {
     #[test]
     fn router_keeps_the_paper_models_when_they_hit_the_window() {
         let keys: Vec<u64> = (0..3000u64).map(|i| i * 10).collect();
-        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, 0);
+        let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, None);
         assert_eq!(g.router.count, g.models.len());
         assert_eq!(router_errors(&g), 0);
     }
@@ -951,7 +977,7 @@ mod tests {
             (0..n as u64).collect(),
             32,
             4,
-            0,
+            None,
         );
         // Below the first key, above the last, and the extremes.
         for probe in [0, 1, keys[0] - 1, keys[n - 1] + 1, u64::MAX] {
@@ -968,14 +994,14 @@ mod tests {
             probes in proptest::collection::vec(any::<u64>(), 1..20),
         ) {
             let keys = noisy_keys(n, seed);
-            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, None);
             router_errors(&g);
             for p in probes.iter().chain(keys.iter()) {
                 prop_assert_eq!(g.lower_bound(p), keys.partition_point(|k| k < p));
             }
             // String keys take the router's comparison loop and gallop.
             let strings: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
-            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, None);
             for p in probes.iter().chain(keys.iter()) {
                 let ps = p.to_be_bytes().to_vec();
                 prop_assert_eq!(gs.lower_bound(&ps), strings.partition_point(|k| *k < ps));
@@ -987,7 +1013,7 @@ mod tests {
     fn models_split_data_evenly_and_find_everything() {
         let keys: Vec<u64> = (0..1000u64).map(|i| i * i).collect();
         let words: Vec<u64> = (0..1000).collect();
-        let g = Group::from_values(&Pages::new(), None, keys.clone(), words, 8, 4, 0);
+        let g = Group::from_values(&Pages::new(), None, keys.clone(), words, 8, 4, None);
         assert!(g.models.len() > 1 && g.models.len() <= 4);
         assert_eq!(g.models.iter().map(|m| m.len).sum::<usize>(), 1000);
         for (i, k) in keys.iter().enumerate() {
@@ -1001,7 +1027,7 @@ mod tests {
 
     #[test]
     fn empty_group_finds_nothing() {
-        let g = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, 0);
+        let g = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, None);
         assert_eq!(g.models.len(), 1);
         assert_eq!(g.find(&7), None);
         assert_eq!(g.first_index(Bound::Unbounded, 0, 0), 0);
@@ -1016,7 +1042,10 @@ mod tests {
             vec![1, 2, 3],
             32,
             4,
-            4,
+            Some(TailSpec {
+                capacity: 4,
+                error_bound: 32,
+            }),
         );
         let tail = g.tail_for(&35).expect("35 is above the array");
         assert!(g.tail_for(&25).is_none());
@@ -1034,6 +1063,33 @@ mod tests {
         assert_eq!(g.first_index(Bound::Included(&25), 2, 0), 2);
     }
 
+    #[test]
+    fn a_tail_starts_from_the_arrays_last_model() {
+        // Keys every 10: the array's model, moved past its 100 records,
+        // predicts every appended key at this rate exactly.
+        let g = Group::from_values(
+            &Pages::new(),
+            None,
+            (0..100u64).map(|i| i * 10).collect(),
+            (0..100).collect(),
+            0,
+            1,
+            Some(TailSpec {
+                capacity: 50,
+                error_bound: 0,
+            }),
+        );
+        let tail = g.tail_for(&1_000).expect("above the array");
+        assert_eq!(tail.model_count(), 1);
+        for i in 100..150u64 {
+            assert!(tail.try_append(&(i * 10), i));
+        }
+        assert_eq!(tail.model_count(), 1, "no retraining at the learned rate");
+        for i in 0..150u64 {
+            assert_eq!(g.record(&(i * 10)).and_then(|c| c.read()), Some(i));
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -1048,7 +1104,7 @@ mod tests {
             let models = fit_models(&keys, count);
             let n = keys.len();
             let words = (0..n as u64).collect();
-            let g = Group::with_models(&Pages::new(), None, keys.clone(), words, models, 0);
+            let g = Group::with_models(&Pages::new(), None, keys.clone(), words, models, None);
             prop_assert!(g.router.count > 0 || g.models.len() > ROUTER_SEGMENTS);
             for p in probes.iter().chain(keys.iter()) {
                 let expect = keys.partition_point(|k| k < p);
@@ -1072,10 +1128,10 @@ mod tests {
             keys.sort_unstable();
             keys.dedup();
             let n = keys.len();
-            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let g = Group::from_values(&Pages::new(), None, keys.clone(), (0..n as u64).collect(), 32, 4, None);
             // The same keys as byte strings take the galloping path.
             let strings: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
-            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, 0);
+            let gs = Group::from_values(&Pages::new(), None, strings.clone(), (0..n as u64).collect(), 32, 4, None);
             for p in &probes {
                 let expect = keys.partition_point(|k| k < p);
                 let ps = p.to_be_bytes().to_vec();

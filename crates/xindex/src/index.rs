@@ -12,7 +12,7 @@ use std::time::Duration;
 use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
-use crate::config::Config;
+use crate::config::{Config, SequentialGroups};
 use crate::group::{Group, SubModel, fewest_models};
 use crate::inner::Inner;
 use crate::maintenance::Pass;
@@ -98,12 +98,19 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 Vec::new(),
                 config.error_bound,
                 1,
-                config.sequential_capacity,
+                config.tail(),
             );
             groups.push(nodes.alloc_shared(empty, &guard));
         }
-        for plan in plans {
+        let last_plan = plans.len().saturating_sub(1);
+        for (i, plan) in plans.into_iter().enumerate() {
             let records = &pairs[plan.range.clone()];
+            // Detection starts from the last group, where keys above
+            // every key arrive; the others get tails once maintenance
+            // sees ascending inserts in them.
+            let tail = config
+                .tail()
+                .filter(|_| i == last_plan || config.sequential_groups == SequentialGroups::All);
             // The leftmost group has no pivot: it takes every key below
             // the next one's.
             let pivot = (plan.range.start > 0).then(|| records[0].0.clone());
@@ -114,7 +121,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 records.iter().map(|(k, _)| k.clone()).collect(),
                 records.iter().map(|(_, v)| v.to_word()).collect(),
                 plan.models,
-                config.sequential_capacity,
+                tail,
             );
             groups.push(nodes.alloc_shared(group, &guard));
         }
@@ -246,6 +253,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
                         let (array, tail) = group.records.lengths();
                         array + tail
                     },
+                    tail_capacity: group.records.tail.as_ref().map_or(0, |t| t.capacity()),
+                    tail_models: group.records.tail.as_ref().map_or(0, |t| t.model_count()),
                     removed_records: group.records.removed.load(Ordering::Relaxed),
                     error_bounds: group.models.iter().map(|m| m.max_error).collect(),
                     delta_len: group.buf.len() + group.tmp().map_or(0, |t| t.len()),

@@ -53,7 +53,7 @@ mod value;
 #[cfg(all(test, not(xindex_loom)))]
 mod tests;
 
-pub use config::{Config, MAX_MODELS, MAX_SEQUENTIAL_CAPACITY};
+pub use config::{Config, MAX_MODELS, MAX_SEQUENTIAL_CAPACITY, SequentialGroups};
 pub use index::{Range, XIndex};
 pub use stats::{GroupStats, Stats};
 pub use value::Value;

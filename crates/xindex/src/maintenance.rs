@@ -22,7 +22,7 @@ use lidx_core::model::linear::fit_least_squares;
 
 use parking_lot::MutexGuard;
 
-use crate::config::Config;
+use crate::config::{Config, SequentialGroups};
 use crate::delta::Delta;
 use crate::group::{Group, fit_models};
 use crate::hooks::Phase;
@@ -31,6 +31,7 @@ use crate::inner::{Counters, Inner};
 use crate::pages::Pages;
 use crate::record::Record;
 use crate::root::Root;
+use crate::tail::TailSpec;
 
 /// A group pointer as read by maintenance: alive for the whole pass.
 type GroupPtr<K> = Shared<'static, Group<K>>;
@@ -164,6 +165,73 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
     let tail_half_full =
         config.sequential_capacity > 0 && backlog.appended * 2 >= config.sequential_capacity;
     delta_due || removed_due || tail_half_full || backlog.sparse_region
+}
+
+/// What a rebuild sees of the keys inserted into one group since it was
+/// built: the evidence for the §3.5.2 sequential-insert pattern.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TopInserts {
+    /// Records appended to the group's tail.
+    pub(crate) appended: usize,
+    /// Live delta keys above every array and tail record.
+    pub(crate) above: usize,
+    /// Keys in the delta, live or removed.
+    pub(crate) delta: usize,
+    /// Whether the group has a tail: kept while no new key says otherwise
+    /// (a group compacted, then merged in the same pass, has seen none).
+    pub(crate) had_tail: bool,
+}
+
+/// Fewest keys that must have arrived above a group's records (or its
+/// tail capacity, if smaller) before its rebuild counts as sequential.
+const SEQUENTIAL_MIN_KEYS: usize = 16;
+
+/// The paper's detection of sequential insertion (§3.5.2): at least
+/// [`SEQUENTIAL_MIN_KEYS`] (or `capacity`) of the group's new keys arrived
+/// above its records, and they are at least three quarters of its new keys.
+/// Random inserts land above a group's last key about once per group
+/// size, so they do not qualify; a single run of ascending keys does.
+/// Without new keys, a group keeps what it had.
+pub(crate) fn sequential_pattern(capacity: usize, top: &TopInserts) -> bool {
+    let at_top = top.appended + top.above;
+    let new = top.appended + top.delta;
+    if new == 0 {
+        return top.had_tail;
+    }
+    at_top >= SEQUENTIAL_MIN_KEYS.min(capacity).max(1) && at_top * 4 >= new * 3
+}
+
+/// The tail a rebuilt group gets: every group's with
+/// [`SequentialGroups::All`]; with [`SequentialGroups::Detected`] only
+/// that of a group holding the old group's top whose `top` inserts were
+/// sequential (`None`: the group does not hold the top).
+pub(crate) fn rebuilt_tail(config: &Config, top: Option<&TopInserts>) -> Option<TailSpec> {
+    let spec = config.tail()?;
+    match config.sequential_groups {
+        SequentialGroups::All => Some(spec),
+        SequentialGroups::Detected => top
+            .is_some_and(|top| sequential_pattern(spec.capacity, top))
+            .then_some(spec),
+    }
+}
+
+/// [`TopInserts`] of the frozen `group`, whose live records are `merged`.
+fn top_inserts<K: Key>(group: &Group<K>, merged: &[(K, Record<'_>)]) -> TopInserts {
+    let (array, appended) = group.records.lengths();
+    let top = (array + appended)
+        .checked_sub(1)
+        .and_then(|i| group.records.key_at(i));
+    // Keys above the array and tail can only have come from the delta.
+    let above = match top {
+        Some(top) => merged.len() - merged.partition_point(|(k, _)| k <= top),
+        None => merged.len(),
+    };
+    TopInserts {
+        appended,
+        above,
+        delta: group.buf.len(),
+        had_tail: group.records.tail.is_some(),
+    }
 }
 
 impl<K: Key> Inner<K> {
@@ -385,6 +453,7 @@ impl<K: Key> Inner<K> {
             let old = unsafe { shared.deref() };
             let tmp = Arc::clone(old.tmp.get_or_init(|| Arc::new(Delta::new())));
             let merged = live_records(old);
+            let tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
             // SAFETY: the targets live in `old`'s records and delta, and
             // `old` is retired only after the copy phase, with `Reclaimer::retire`.
             let new = unsafe {
@@ -394,7 +463,7 @@ impl<K: Key> Inner<K> {
                     merged,
                     old.models.len(),
                     tmp,
-                    self.config.sequential_capacity,
+                    tail,
                 )
             };
             new.next
@@ -480,10 +549,12 @@ impl<K: Key> Inner<K> {
 
         // Step 2.1, merge phase: one merged array cut at the split key.
         let mut merged = live_records(old);
+        // Ascending inserts arrived at the top, which the right half takes.
+        let right_tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
+        let left_tail = rebuilt_tail(&self.config, None);
         let cut = merged.partition_point(|(k, _)| k < &split_key);
         let upper = merged.split_off(cut);
         let models = old.models.len();
-        let capacity = self.config.sequential_capacity;
         // SAFETY: the targets live in `old`, retired after the copy phase.
         let (ga, gb) = unsafe {
             (
@@ -493,7 +564,7 @@ impl<K: Key> Inner<K> {
                     merged,
                     models,
                     left_tmp,
-                    capacity,
+                    left_tail,
                 ),
                 Group::from_pointers(
                     &self.pages,
@@ -501,7 +572,7 @@ impl<K: Key> Inner<K> {
                     upper,
                     models,
                     right_tmp,
-                    capacity,
+                    right_tail,
                 ),
             )
         };
@@ -582,18 +653,13 @@ impl<K: Key> Inner<K> {
         let tmp_b = Arc::clone(gb.tmp.get_or_init(|| shared_tmp));
         debug_assert!(Arc::ptr_eq(&tmp_a, &tmp_b));
         let mut merged = live_records(ga);
-        merged.extend(live_records(gb));
+        let upper = live_records(gb);
+        // The merged group's top is `gb`'s.
+        let tail = rebuilt_tail(&self.config, Some(&top_inserts(gb, &upper)));
+        merged.extend(upper);
         // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
-        let m = unsafe {
-            Group::from_pointers(
-                &self.pages,
-                ga.pivot.clone(),
-                merged,
-                1,
-                tmp_a,
-                self.config.sequential_capacity,
-            )
-        };
+        let m =
+            unsafe { Group::from_pointers(&self.pages, ga.pivot.clone(), merged, 1, tmp_a, tail) };
         let m = self.nodes.alloc_shared(m, guard);
         self.hooks.fire(Phase::Merged);
         // Install the merged group before emptying the second slot, so a
@@ -768,5 +834,72 @@ mod tests {
             ..quiet
         };
         assert!(compaction_due(&c, &sparse, Pass::Background));
+    }
+
+    #[test]
+    fn ascending_inserts_are_detected_and_random_ones_are_not() {
+        let top = |appended, above, delta| TopInserts {
+            appended,
+            above,
+            delta,
+            had_tail: false,
+        };
+        // A run of 16 keys above the records, nothing else.
+        assert!(sequential_pattern(256, &top(0, 16, 16)));
+        assert!(!sequential_pattern(256, &top(0, 15, 15)), "too few");
+        // Appends to an existing tail count, and so do keys that spilled
+        // into the delta when it filled.
+        assert!(sequential_pattern(256, &top(128, 0, 0)));
+        assert!(sequential_pattern(256, &top(100, 20, 30)));
+        // Three quarters of the new keys must be at the top.
+        assert!(sequential_pattern(256, &top(0, 48, 64)));
+        assert!(!sequential_pattern(256, &top(0, 47, 64)));
+        // Random inserts: about one per group size lands above.
+        assert!(!sequential_pattern(256, &top(0, 1, 64)));
+        assert!(!sequential_pattern(256, &top(0, 0, 0)), "nothing new");
+        let kept = TopInserts {
+            had_tail: true,
+            ..top(0, 0, 0)
+        };
+        assert!(sequential_pattern(256, &kept), "nothing new: kept");
+        let stopped = TopInserts {
+            had_tail: true,
+            ..top(0, 1, 64)
+        };
+        assert!(!sequential_pattern(256, &stopped), "random since: dropped");
+        // A tail smaller than 16 slots needs only that many keys.
+        assert!(sequential_pattern(3, &top(0, 3, 4)));
+        assert!(!sequential_pattern(3, &top(0, 2, 2)));
+    }
+
+    #[test]
+    fn rebuilt_groups_get_tails_by_policy() {
+        let hint = Config {
+            sequential_capacity: 64,
+            ..Config::default()
+        };
+        let ascending = TopInserts {
+            appended: 0,
+            above: 32,
+            delta: 32,
+            had_tail: false,
+        };
+        let random = TopInserts {
+            above: 1,
+            ..ascending
+        };
+        let spec = hint.tail();
+        assert_eq!(spec.map(|s| (s.capacity, s.error_bound)), Some((64, 32)));
+        assert_eq!(rebuilt_tail(&hint, Some(&ascending)), spec);
+        assert_eq!(rebuilt_tail(&hint, Some(&random)), None);
+        assert_eq!(rebuilt_tail(&hint, None), None, "not the old group's top");
+        let all = Config {
+            sequential_groups: SequentialGroups::All,
+            ..hint.clone()
+        };
+        assert_eq!(rebuilt_tail(&all, Some(&random)), spec);
+        assert_eq!(rebuilt_tail(&all, None), spec);
+        // No hint, no tail, whatever the inserts.
+        assert_eq!(rebuilt_tail(&Config::default(), Some(&ascending)), None);
     }
 }

@@ -600,7 +600,7 @@ mod tests {
                     vec![],
                     32,
                     1,
-                    0,
+                    None,
                 ))
                 .into_shared(guard)
             })

@@ -6,6 +6,11 @@ pub struct GroupStats {
     /// Records in the sorted array and its §3.5.2 append tail (live or
     /// removed).
     pub records: usize,
+    /// Slots of the group's §3.5.2 append tail (0: no tail).
+    pub tail_capacity: usize,
+    /// Models over the tail's records: the first, plus one per retrain
+    /// (an append its newest model predicted more than `e` off).
+    pub tail_models: usize,
     /// Array and tail records removed since the array was built.
     pub removed_records: usize,
     /// Exact maximum error of each linear model, in model order.

@@ -288,6 +288,97 @@ fn ascending_inserts_append_in_place() {
 }
 
 #[test]
+fn ascending_inserts_at_the_learned_rate_need_no_retraining() {
+    let config = Config {
+        sequential_capacity: 1024,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    // Every 7th key: the last group's model extends over the appends.
+    let index = XIndex::bulk_load((0..10_000u64).map(|k| (k * 7, k)), config).unwrap();
+    for k in 10_000..10_400u64 {
+        assert_eq!(index.insert(k * 7, k), None);
+    }
+    let stats = index.stats();
+    let last = stats.groups.last().unwrap();
+    assert_eq!((last.tail_capacity, last.tail_models), (1024, 1));
+    assert_eq!(stats.delta_total(), 0);
+    // A jump to every 1000th key: the model stops generalising, and one
+    // or two retrains (the first fit still sees the old rate) take over.
+    for k in 0..400u64 {
+        assert_eq!(index.insert(1_000_000 + k * 1_000, k), None);
+    }
+    let last = index.stats().groups.last().unwrap().clone();
+    assert!((2..=3).contains(&last.tail_models), "{last:?}");
+    for k in 0..400u64 {
+        assert_eq!(index.get(&(1_000_000 + k * 1_000)), Some(k));
+        assert_eq!(index.get(&(1_000_001 + k * 1_000)), None);
+    }
+    assert!((0..10_400u64).all(|k| index.get(&(k * 7)) == Some(k)));
+}
+
+/// Keys `device << 32 | 2 * time`, one group per device at bulk load.
+fn per_device_keys(devices: u64, times: u64) -> Vec<(u64, u64)> {
+    (0..devices)
+        .flat_map(|d| (0..times).map(move |t| ((d << 32) | (2 * t), t)))
+        .collect()
+}
+
+/// Device 5's keys between its existing ones.
+fn odd_key(t: u64) -> u64 {
+    (5 << 32) | ((t - 1000) * 18 + 1)
+}
+
+#[test]
+fn tails_go_where_keys_ascend() {
+    let config = Config {
+        sequential_capacity: 256,
+        initial_group_size: 1000,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load(per_device_keys(8, 1000), config.clone()).unwrap();
+    let tails = |index: &XIndex<u64, u64>| -> Vec<usize> {
+        index
+            .stats()
+            .groups
+            .iter()
+            .map(|g| g.tail_capacity)
+            .collect()
+    };
+    // Bulk load: only the last group, where keys above every key arrive.
+    assert_eq!(tails(&index), [0, 0, 0, 0, 0, 0, 0, 256]);
+    // Device 3 appends; device 5 gets keys between its existing ones.
+    for t in 1000..1100u64 {
+        index.insert((3 << 32) | (2 * t), t);
+        index.insert(odd_key(t), t);
+    }
+    index.maintain_now();
+    let after = tails(&index);
+    assert_eq!(after.len(), 8, "{after:?}");
+    assert_eq!(after[3], 256, "device 3's ascending keys were detected");
+    assert_eq!(after[5], 0, "{after:?}");
+    // Device 3's next keys go to its tail, not the delta.
+    for t in 1100..1200u64 {
+        index.insert((3 << 32) | (2 * t), t);
+    }
+    assert_eq!(index.stats().delta_total(), 0);
+    let mut expected = per_device_keys(8, 1000);
+    expected.extend((1000..1200).map(|t| ((3 << 32) | (2 * t), t)));
+    expected.extend((1000..1100).map(|t| (odd_key(t), t)));
+    expected.sort_unstable();
+    assert!(index.range(..).eq(expected.iter().copied()));
+
+    // With `All`, every group pre-allocates a tail at bulk load.
+    let all = Config {
+        sequential_groups: crate::SequentialGroups::All,
+        ..config
+    };
+    let index = XIndex::bulk_load(per_device_keys(8, 1000), all).unwrap();
+    assert_eq!(tails(&index), [256; 8]);
+}
+
+#[test]
 fn background_thread_compacts_and_stops_on_drop() {
     let config = Config {
         maintenance_interval: Some(Duration::from_millis(1)),

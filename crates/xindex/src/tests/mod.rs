@@ -28,6 +28,7 @@ pub(crate) fn tiny_config() -> Config {
         initial_group_size: 8,
         max_root_models: 4,
         sequential_capacity: 0,
+        sequential_groups: crate::SequentialGroups::Detected,
         maintenance_interval: None,
         // Background passes leave one-key deltas (s * f = 1) alone;
         // `maintain_now` compacts them.
@@ -46,10 +47,13 @@ pub(crate) fn tiny_budget_config() -> Config {
     }
 }
 
-/// [`tiny_config`] with the sequential-insert fast path on (tiny tails).
+/// [`tiny_config`] with the sequential-insert fast path on (tiny tails)
+/// in every group, so that inserts above arrays take the tail lock as
+/// often as the protocol allows.
 pub(crate) fn tiny_sequential_config() -> Config {
     Config {
         sequential_capacity: 3,
+        sequential_groups: crate::SequentialGroups::All,
         ..tiny_config()
     }
 }

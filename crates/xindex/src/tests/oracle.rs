@@ -165,9 +165,19 @@ proptest! {
             ],
             1..120,
         ),
+        detected in any::<bool>(),
     ) {
         let ops: Vec<Op> = ops.into_iter().flatten().collect();
-        let index = XIndex::bulk_load(start.clone(), tiny_sequential_config()).unwrap();
+        // Tails everywhere, or only where maintenance detects the runs.
+        let config = if detected {
+            Config {
+                sequential_groups: crate::SequentialGroups::Detected,
+                ..tiny_sequential_config()
+            }
+        } else {
+            tiny_sequential_config()
+        };
+        let index = XIndex::bulk_load(start.clone(), config).unwrap();
         let mut oracle = start;
         run(&index, &mut oracle, &ops)?;
         check_final(&index, &oracle)?;

@@ -38,6 +38,7 @@ fn remove_a_insert_b_while_reading() {
         initial_group_size: 512,
         max_root_models: 1024,
         sequential_capacity: 0,
+        sequential_groups: crate::SequentialGroups::Detected,
         maintenance_interval: Some(Duration::from_millis(1)),
         small_delta_delay: Duration::from_millis(5),
         delta_budget_bytes: 64 << 20,

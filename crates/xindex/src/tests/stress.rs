@@ -116,6 +116,8 @@ fn overlapping_writers_with_continuous_maintenance() {
         initial_group_size: 64,
         max_root_models: 64,
         sequential_capacity: 8,
+        // Tails in every group: the most inserts through the tail lock.
+        sequential_groups: crate::SequentialGroups::All,
         maintenance_interval: Some(Duration::from_millis(1)),
         small_delta_delay: Duration::from_millis(2),
         // Small enough that writers often run passes alongside the thread.
