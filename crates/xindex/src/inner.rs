@@ -543,26 +543,44 @@ pub(crate) fn try_put<K: Key>(
     {
         return done(previous);
     }
-    if let Some(tail) = group.tail_for(key) {
-        // Sequential fast path: every insert above the array holds the
-        // tail lock, so "in neither tail nor delta, append" cannot race
-        // with a delta insert of the same key.
-        let _serial = tail.lock.lock();
-        if let Some(cell) = tail.find(key)
-            && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
-        {
-            return done(previous);
-        }
-        if !group.buf.is_frozen() {
-            if group.buf.get(key).is_none() && tail.try_append(key, word) {
-                return done(None);
+    match group.tail_for(key) {
+        Some(tail) if !tail.is_full() => {
+            // Sequential fast path: every insert above the array holds the
+            // tail lock while the tail takes appends, so "in neither tail
+            // nor delta, append" cannot race with a delta insert of the
+            // same key.
+            let _serial = tail.lock.lock();
+            if let Some(cell) = tail.find(key)
+                && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+            {
+                return done(previous);
             }
-            return Attempt::Done(group.buf.upsert(key, word, budget));
+            if !group.buf.is_frozen() {
+                if group.buf.get(key).is_none() && tail.try_append(key, word) {
+                    return done(None);
+                }
+                return Attempt::Done(group.buf.upsert(key, word, budget));
+            }
         }
-    } else if !group.buf.is_frozen() {
-        // Seen unfrozen inside this pin: the merge phase starts only after
-        // a barrier that waits for us, so this insert will be merged.
-        return Attempt::Done(group.buf.upsert(key, word, budget));
+        full => {
+            // A full tail never takes another append (its length only
+            // grows), so the lock has nothing left to serialise: inserts
+            // above the array go to the delta as in a group without a
+            // tail. Only a record appended after `group.record` looked
+            // must still be found, and a full tail shows all of them.
+            if let Some(tail) = full
+                && let Some(cell) = tail.find(key)
+                && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+            {
+                return done(previous);
+            }
+            if !group.buf.is_frozen() {
+                // Seen unfrozen inside this pin: the merge phase starts
+                // only after a barrier that waits for us, so this insert
+                // will be merged.
+                return Attempt::Done(group.buf.upsert(key, word, budget));
+            }
+        }
     }
     // Frozen: update in place if the key is live in `buf`, else insert
     // into `tmp_buf`, the only insertable place (no duplicates, I1).

@@ -173,7 +173,7 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
 pub(crate) struct TopInserts {
     /// Records appended to the group's tail.
     pub(crate) appended: usize,
-    /// Live delta keys above every array and tail record.
+    /// Live delta keys above every array record.
     pub(crate) above: usize,
     /// Keys in the delta, live or removed.
     pub(crate) delta: usize,
@@ -217,15 +217,15 @@ pub(crate) fn rebuilt_tail(config: &Config, top: Option<&TopInserts>) -> Option<
 
 /// [`TopInserts`] of the frozen `group`, whose live records are `merged`.
 fn top_inserts<K: Key>(group: &Group<K>, merged: &[(K, Record<'_>)]) -> TopInserts {
-    let (array, appended) = group.records.lengths();
-    let top = (array + appended)
-        .checked_sub(1)
-        .and_then(|i| group.records.key_at(i));
-    // Keys above the array and tail can only have come from the delta.
-    let above = match top {
+    let (_, appended) = group.records.lengths();
+    // Above the array, not above the tail: keys that arrived while the
+    // tail was still closed (in the rebuild that built this group) sit in
+    // the delta below the tail's, and are as sequential as those.
+    let above_array = match group.records.keys.last() {
         Some(top) => merged.len() - merged.partition_point(|(k, _)| k <= top),
         None => merged.len(),
     };
+    let above = above_array - appended.min(above_array);
     TopInserts {
         appended,
         above,
@@ -609,6 +609,15 @@ impl<K: Key> Inner<K> {
                 && g.buf.len() <= c.merge_delta()
                 && g.next.load(Ordering::Acquire, guard).is_null()
         };
+        // Keys ascending into a group's tail would land inside the merged
+        // group's array range, in its delta: a group whose tail is in use
+        // keeps its top.
+        let tail_in_use = |g: &Group<K>| {
+            g.records
+                .tail
+                .as_ref()
+                .is_some_and(|t| c.sequential_groups == SequentialGroups::Detected || t.len() > 0)
+        };
         let mut merged_any = false;
         let mut i = 0;
         while i + 1 < root.slots.len() {
@@ -620,7 +629,10 @@ impl<K: Key> Inner<K> {
             let pair = unsafe { a.as_ref().zip(b.as_ref()) };
             match pair {
                 Some((ga, gb))
-                    if mergeable(ga) && mergeable(gb) && merged_fits(ga, gb, c.error_bound) =>
+                    if mergeable(ga)
+                        && mergeable(gb)
+                        && !tail_in_use(ga)
+                        && merged_fits(ga, gb, c.error_bound) =>
                 {
                     self.merge_pair(&root.slots[i], &root.slots[i + 1], a, b, guard);
                     merged_any = true;
@@ -870,6 +882,54 @@ mod tests {
         // A tail smaller than 16 slots needs only that many keys.
         assert!(sequential_pattern(3, &top(0, 3, 4)));
         assert!(!sequential_pattern(3, &top(0, 2, 2)));
+    }
+
+    #[test]
+    fn delta_keys_below_the_tail_count_as_ascending() {
+        use crate::budget::DeltaBudget;
+        use crate::pages::Pages;
+        let spec = TailSpec {
+            capacity: 8,
+            error_bound: 32,
+        };
+        // `live_records` takes groups reachable from a root ('static).
+        let group: &'static Group<u64> = Box::leak(Box::new(Group::from_values(
+            &Pages::new(),
+            None,
+            (0..100u64).map(|i| i * 2).collect(),
+            (0..100).collect(),
+            32,
+            4,
+            Some(spec),
+        )));
+        let tail = group.tail_for(&1_000).expect("above the array");
+        // Keys that reached the delta while the tail was closed, then the
+        // tail's appends above them, then keys that spilled past the full
+        // tail, and one random insert below the array's top.
+        let budget = DeltaBudget::new(usize::MAX);
+        for k in 200..220u64 {
+            group.buf.upsert(&k, k, &budget);
+        }
+        for k in 300..308u64 {
+            assert!(tail.try_append(&k, k));
+        }
+        for k in 400..410u64 {
+            group.buf.upsert(&k, k, &budget);
+        }
+        group.buf.upsert(&51, 0, &budget);
+        group.buf.freeze();
+        let merged = live_records(group);
+        let top = top_inserts(group, &merged);
+        assert_eq!(
+            top,
+            TopInserts {
+                appended: 8,
+                above: 30,
+                delta: 31,
+                had_tail: true,
+            }
+        );
+        assert!(sequential_pattern(spec.capacity, &top));
     }
 
     #[test]

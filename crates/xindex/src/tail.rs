@@ -114,6 +114,13 @@ impl<K: Key> Tail<K> {
         self.len.load(Ordering::Acquire)
     }
 
+    /// Whether every slot is published: no append will ever succeed
+    /// again (the length only grows).
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() == self.keys.len()
+    }
+
     /// Slots, published or not.
     pub(crate) fn capacity(&self) -> usize {
         self.keys.len()
@@ -160,6 +167,10 @@ impl<K: Key> Tail<K> {
         // Length first: every model serving a record below it is
         // published (Release) before the length that includes the record.
         let len = self.len();
+        // Ascending inserts probe for keys above every record: one compare.
+        if len == 0 || self.key(len - 1).is_none_or(|last| key > last) {
+            return None;
+        }
         let (first, end, predicted) = self.serving(key, len);
         let slice = &self.keys[first..end];
         let local = predicted.saturating_sub(first);

@@ -610,3 +610,27 @@ fn an_insert_burst_stays_within_the_delta_budget() {
     }
     assert_eq!(index.get(&8), Some(1));
 }
+
+#[test]
+fn a_fast_ascending_run_keeps_its_tail_through_splits() {
+    // Inserts far outrun the background thread: the tail fills, the rest
+    // piles into the delta, splits rebuild the top while keys keep
+    // arriving (into the temporary delta, below the new tail's keys).
+    // The top group must keep a tail through all of it.
+    let n = 100_000u64;
+    let config = Config {
+        sequential_capacity: 256,
+        maintenance_interval: Some(Duration::from_millis(1)),
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..n).map(|i| (i * 3, i)), config).unwrap();
+    for i in 0..50_000u64 {
+        index.insert((n + i) * 3, i);
+    }
+    super::wait_until(Duration::from_secs(20), || index.stats().delta_total() == 0);
+    let stats = index.stats();
+    assert_eq!(stats.delta_total(), 0, "maintenance caught up");
+    assert_eq!(stats.groups.last().map(|g| g.tail_capacity), Some(256));
+    assert_eq!(index.len(), 150_000);
+    assert!((0..50_000u64).all(|i| index.get(&((n + i) * 3)) == Some(i)));
+}
