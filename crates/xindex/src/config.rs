@@ -114,9 +114,12 @@ impl Default for Config {
 pub enum SequentialGroups {
     /// At bulk load, the last group (keys above every key, such as
     /// timestamps, arrive there); at every later rebuild of a group, only
-    /// if most keys inserted since its last build arrived above its
-    /// records (at least 16, or the capacity if smaller). A group that
-    /// stops receiving them loses its tail at its next rebuild.
+    /// if at least three quarters of the keys inserted since its last
+    /// build arrived above its array (and at least 16 of them, or the
+    /// capacity if smaller). A rebuild after new keys that mostly landed
+    /// elsewhere drops the tail; one after no new keys keeps it. A group
+    /// whose tail is in use is not merged with the group after it, which
+    /// would put the keys it receives inside the merged array's range.
     #[default]
     Detected,
     /// Every group, at every build: for keys that ascend within many groups

@@ -536,14 +536,18 @@ pub(crate) fn try_put<K: Key>(
     };
     // A put that misses the array needs the delta next: overlap the misses.
     group.prefetch_delta();
+    // A key above the array of a group with a tail (sequential inserts)
+    // skips the array search: the tail branches below look in the tail.
+    let tail = group.tail_for(key);
     // In place in the array; a removed array record is never revived, so
     // the compaction that skipped it cannot lose this put.
-    if let Some(cell) = group.record(key)
+    if tail.is_none()
+        && let Some(cell) = group.record(key)
         && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
         return done(previous);
     }
-    match group.tail_for(key) {
+    match tail {
         Some(tail) if !tail.is_full() => {
             // Sequential fast path: every insert above the array holds the
             // tail lock while the tail takes appends, so "in neither tail
@@ -566,8 +570,8 @@ pub(crate) fn try_put<K: Key>(
             // A full tail never takes another append (its length only
             // grows), so the lock has nothing left to serialise: inserts
             // above the array go to the delta as in a group without a
-            // tail. Only a record appended after `group.record` looked
-            // must still be found, and a full tail shows all of them.
+            // tail, once an existing tail record is ruled out (a full tail
+            // shows every record it will ever have).
             if let Some(tail) = full
                 && let Some(cell) = tail.find(key)
                 && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
