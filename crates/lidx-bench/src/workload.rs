@@ -16,6 +16,7 @@
 //! | `lookup-batch:N` | all keys | the gets of `lookup`, issued N at a time through the engine's multi-get (a loop of gets for engines without one); latency columns are per batch |
 //! | `scan`, `w2` | all keys | scan of 100 records from a uniformly chosen existing key |
 //! | `insert`, `w3` | a random half | inserts of the other half, random order |
+//! | `append`, `append:R` | all but the largest keys | reads with probability R (0 for `append`), else inserts of the held-back largest keys in ascending order (XIndex §3.5.2's sequential insertion on the dataset's own gaps) |
 //! | `mixed:R` | all but a held-back sample | reads with probability R, else insert : remove : update = 1 : 1 : 2 |
 //! | `w4`, `w5`, `w6` | all but a held-back sample | reads 90 %, 50 %, 10 %; the rest inserts |
 //! | `ycsb-a` / `-b` / `-c` | all keys | read/update 50/50, 95/5, 100/0, Zipf(0.99) |
@@ -197,6 +198,12 @@ pub enum WorkloadSpec {
     Scan,
     /// `insert`: bulk-load a random half, insert the other half.
     Insert,
+    /// `append` / `append:R`: reads with probability `read`, otherwise
+    /// inserts of the held-back largest keys in ascending order.
+    Append {
+        /// Fraction of reads, in `[0, 1]`.
+        read: f64,
+    },
     /// `mixed:R`: reads with probability `read`, otherwise insert, remove
     /// and update in the ratio 1:1:2.
     Mixed {
@@ -215,6 +222,7 @@ pub enum WorkloadSpec {
 
 /// Every accepted workload name form, for error messages and help texts.
 pub const VALID_FORMS: &str = "lookup, lookup:zipf, lookup-miss, lookup-batch:N (N keys per multi-get, 1..=4096), scan, insert, \
+    append, append:R (R = read fraction in [0,1]), \
     mixed:R (R = read fraction in [0,1], e.g. mixed:0.9), w1..w6, ycsb-a..ycsb-f, \
     oscillate, shift";
 
@@ -229,7 +237,7 @@ impl WorkloadSpec {
             | WorkloadSpec::Scan
             | WorkloadSpec::Aulid(Aulid::W1 | Aulid::W2)
             | WorkloadSpec::Ycsb(Ycsb::C) => false,
-            WorkloadSpec::Mixed { read } => read < 1.0,
+            WorkloadSpec::Mixed { read } | WorkloadSpec::Append { read } => read < 1.0,
             _ => true,
         }
     }
@@ -243,6 +251,8 @@ impl WorkloadSpec {
             WorkloadSpec::LookupBatch { size } => format!("lookup-batch:{size}"),
             WorkloadSpec::Scan => "scan".into(),
             WorkloadSpec::Insert => "insert".into(),
+            WorkloadSpec::Append { read: 0.0 } => "append".into(),
+            WorkloadSpec::Append { read } => format!("append:{read}"),
             WorkloadSpec::Mixed { read } => format!("mixed:{read}"),
             WorkloadSpec::Aulid(w) => format!("w{}", w as u8 + 1),
             WorkloadSpec::Ycsb(y) => format!("ycsb-{}", (b'a' + y as u8) as char),
@@ -261,6 +271,8 @@ impl WorkloadSpec {
             WorkloadSpec::LookupBatch { size: 16 },
             WorkloadSpec::Scan,
             WorkloadSpec::Insert,
+            WorkloadSpec::Append { read: 0.0 },
+            WorkloadSpec::Append { read: 0.5 },
             WorkloadSpec::Mixed { read: 0.9 },
         ];
         v.extend(
@@ -296,11 +308,16 @@ impl WorkloadSpec {
                 "lookup-batch: batch size must be in 1..={MAX_BATCH}, got {size}"
             )));
         }
-        if let WorkloadSpec::Mixed { read } = *self
+        if let WorkloadSpec::Mixed { read } | WorkloadSpec::Append { read } = *self
             && !(0.0..=1.0).contains(&read)
         {
+            let name = if matches!(self, WorkloadSpec::Mixed { .. }) {
+                "mixed"
+            } else {
+                "append"
+            };
             return Err(Error::invalid(format!(
-                "mixed: read fraction must be in [0, 1], got {read}"
+                "{name}: read fraction must be in [0, 1], got {read}"
             )));
         }
         Ok(())
@@ -325,6 +342,7 @@ impl FromStr for WorkloadSpec {
             "lookup-miss" => WorkloadSpec::LookupMiss,
             "scan" => WorkloadSpec::Scan,
             "insert" => WorkloadSpec::Insert,
+            "append" => WorkloadSpec::Append { read: 0.0 },
             "oscillate" => WorkloadSpec::Oscillate,
             "shift" => WorkloadSpec::Shift,
             "w1" => WorkloadSpec::Aulid(Aulid::W1),
@@ -349,13 +367,20 @@ impl FromStr for WorkloadSpec {
                 WorkloadSpec::LookupBatch { size }
             }
             other => {
-                let r = other.strip_prefix("mixed:").ok_or_else(bad)?;
+                let (r, append) = match other.strip_prefix("append:") {
+                    Some(r) => (r, true),
+                    None => (other.strip_prefix("mixed:").ok_or_else(bad)?, false),
+                };
                 let read: f64 = r.parse().map_err(|_| {
                     Error::invalid(format!(
                         "workload '{s}': '{r}' is not a number (valid: {VALID_FORMS})"
                     ))
                 })?;
-                WorkloadSpec::Mixed { read }
+                if append {
+                    WorkloadSpec::Append { read }
+                } else {
+                    WorkloadSpec::Mixed { read }
+                }
             }
         };
         spec.validate()?;
@@ -593,6 +618,7 @@ pub fn prepare(
             Ok(g.finish())
         }
         WorkloadSpec::Insert | WorkloadSpec::Aulid(_) => insert_half(keys, threads, per, rng),
+        WorkloadSpec::Append { read } => append(keys, threads, ops, per, read, rng),
         WorkloadSpec::Ycsb(y) => ycsb(y, keys, threads, ops, per, rng),
         WorkloadSpec::Oscillate => {
             let mut g = Gen::with_holdback(keys, threads, expected(ops, 1.0 / 6.0), 0.5, true, rng);
@@ -1232,6 +1258,39 @@ fn insert_half(keys: &[u64], threads: usize, per: usize, mut rng: ChaCha8Rng) ->
     Ok(g.finish())
 }
 
+/// `append:R`: loads all but the largest keys (as many as the appends
+/// expected, at most half), then appends those in ascending order between
+/// uniform reads with probability `read`. Thread `t` appends the held-back
+/// keys `i` with `i % threads == t`, so each thread's keys ascend and the
+/// threads' streams interleave near the top. Once a thread has appended
+/// all of its keys it only reads.
+fn append(
+    keys: &[u64],
+    threads: usize,
+    ops: usize,
+    per: usize,
+    read: f64,
+    rng: ChaCha8Rng,
+) -> Result<Prepared> {
+    let n = keys.len();
+    let held = expected(ops, 1.0 - read).min(n / 2);
+    let first = n - held;
+    let mut g = Gen::new(keys.into(), threads, |i| i >= first, false, rng);
+    // The smallest held-back index each thread owns.
+    let mut next: Vec<usize> = (0..threads)
+        .map(|t| first + (t + threads - first % threads) % threads)
+        .collect();
+    g.drive(per, |g, t, _, _| {
+        if next[t] >= n || g.rng.random::<f64>() < read {
+            g.read_uniform(t);
+        } else {
+            g.insert(t, next[t] as u32);
+            next[t] += threads;
+        }
+    });
+    Ok(g.finish())
+}
+
 /// The YCSB core workloads.
 fn ycsb(
     y: Ycsb,
@@ -1493,6 +1552,7 @@ mod tests {
             "mixed:1".parse::<WorkloadSpec>().unwrap(),
             WorkloadSpec::Mixed { read: 1.0 }
         );
+        assert_eq!("append:0".parse::<WorkloadSpec>().unwrap().name(), "append");
         assert_eq!(
             " YCSB-A ".parse::<WorkloadSpec>().unwrap(),
             WorkloadSpec::Ycsb(Ycsb::A)
@@ -1518,6 +1578,9 @@ mod tests {
             "lookup-batch:0",
             "lookup-batch:x",
             "lookup-batch:5000",
+            "append:",
+            "append:2",
+            "append:x",
         ] {
             let err = bad.parse::<WorkloadSpec>().unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{bad}");
@@ -1543,6 +1606,7 @@ mod tests {
         assert!(!w("w1") && !w("w2") && !w("ycsb-c") && !w("mixed:1"));
         assert!(w("insert") && w("mixed:0.9") && w("w3") && w("w6") && w("ycsb-a"));
         assert!(w("ycsb-d") && w("ycsb-e") && w("ycsb-f") && w("oscillate") && w("shift"));
+        assert!(w("append") && w("append:0.9") && !w("append:1"));
     }
 
     #[test]

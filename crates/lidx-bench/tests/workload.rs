@@ -15,7 +15,12 @@ fn spec(s: &str) -> WorkloadSpec {
 
 fn all_specs() -> Vec<WorkloadSpec> {
     let mut v = WorkloadSpec::examples();
-    v.extend([spec("mixed:0"), spec("mixed:0.5"), spec("mixed:1")]);
+    v.extend([
+        spec("mixed:0"),
+        spec("mixed:0.5"),
+        spec("mixed:1"),
+        spec("append:1"),
+    ]);
     v
 }
 
@@ -293,6 +298,54 @@ fn mixed_proportions() {
             .all(|k| dataset.contains(&k))
     );
     assert!(p.load.len() < k.len() && p.load.len() > k.len() / 2);
+}
+
+#[test]
+fn append_inserts_the_largest_keys_in_ascending_order() {
+    let k = keys(20_000, 7);
+    for threads in [1, 2, 3] {
+        let p = prepare(&spec("append:0.5"), &k, threads, 12_000, 1).unwrap();
+        // About half of the operations append; the load is everything below.
+        let held = 6_000;
+        assert_eq!(p.load.len(), k.len() - held);
+        assert!(
+            p.load
+                .iter()
+                .map(|x| x.0)
+                .eq(k[..k.len() - held].iter().copied())
+        );
+        let first = k.len() - held;
+        for (t, stream) in p.streams.iter().enumerate() {
+            let mine: Vec<u64> = stream
+                .iter()
+                .filter_map(|x| match x.op() {
+                    Op::Insert(key, _) => Some(key),
+                    _ => None,
+                })
+                .collect();
+            // A prefix of the thread's own share of the held-back keys,
+            // in ascending order.
+            let share: Vec<u64> = (first..k.len())
+                .filter(|i| i % threads == t)
+                .map(|i| k[i])
+                .collect();
+            assert!(!mine.is_empty() && mine.len() <= share.len());
+            assert_eq!(mine, share[..mine.len()], "thread {t}");
+            let reads = count(stream, |o| matches!(o, Op::Get(_))) as f64 / stream.len() as f64;
+            assert!((reads - 0.5).abs() < 0.05, "thread {t}: {reads}");
+        }
+    }
+    // `append` is all appends: every held-back key, then reads.
+    let p = prepare(&spec("append"), &k, 1, 30_000, 1).unwrap();
+    assert_eq!(p.load.len(), k.len() / 2);
+    let inserts: Vec<u64> = p.streams[0]
+        .iter()
+        .filter_map(|x| match x.op() {
+            Op::Insert(key, _) => Some(key),
+            _ => None,
+        })
+        .collect();
+    assert!(inserts.iter().eq(k[k.len() / 2..].iter()));
 }
 
 #[test]

@@ -68,7 +68,7 @@ enum Cmd {
         /// Limit the number of keys (real sets are thinned evenly).
         #[arg(long)]
         keys: Option<usize>,
-        /// Comma-separated workloads (lookup, lookup:zipf, lookup-miss, scan, insert, mixed:R, w1..w6, ycsb-a..ycsb-f, oscillate, shift).
+        /// Comma-separated workloads (lookup, lookup:zipf, lookup-miss, lookup-batch:N, scan, insert, append, append:R, mixed:R, w1..w6, ycsb-a..ycsb-f, oscillate, shift).
         #[arg(long, value_delimiter = ',', default_value = "lookup")]
         workload: Vec<String>,
         /// Comma-separated thread counts.

@@ -6,5 +6,8 @@ use crate::engine::EngineFactory;
 
 /// lidx's engines, in the order reports list them.
 pub fn all() -> Vec<Box<dyn EngineFactory>> {
-    vec![Box::new(xindex::XIndexFactory)]
+    vec![
+        Box::new(xindex::XIndexFactory),
+        Box::new(xindex::XIndexSeqFactory),
+    ]
 }

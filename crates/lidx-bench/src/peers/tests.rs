@@ -158,6 +158,10 @@ oracle_test!(oracle_lmdb, lmdb::LmdbFactory);
 oracle_test!(oracle_redb, redb::RedbFactory);
 oracle_test!(oracle_fjall, fjall::FjallFactory);
 oracle_test!(oracle_xindex_adapter, crate::engines::xindex::XIndexFactory);
+oracle_test!(
+    oracle_xindex_seq_adapter,
+    crate::engines::xindex::XIndexSeqFactory
+);
 
 proptest! {
     #![proptest_config(config())]
