@@ -703,7 +703,7 @@ mod tests {
         // The streams write, so every run starts from a fresh bulk load.
         let dir = tempfile::tempdir().unwrap();
         let fresh = || {
-            crate::engines::xindex::XIndexFactory
+            crate::engines::xindex::XINDEX
                 .build(&prepared.load, dir.path(), true)
                 .unwrap()
         };
@@ -730,7 +730,7 @@ mod tests {
         let prepared = prepare(&spec, &keys, 2, 1_000, 9).unwrap();
         let factories: [&dyn EngineFactory; 2] = [
             &crate::peers::btreemap::BTreeMapFactory,
-            &crate::engines::xindex::XIndexFactory,
+            &crate::engines::xindex::XINDEX,
         ];
         for factory in factories {
             let dir = tempfile::tempdir().unwrap();

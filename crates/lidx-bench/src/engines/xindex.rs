@@ -17,38 +17,32 @@ use crate::peers::check_sorted_unique;
 /// maintenance passes (20 ms).
 pub const SEQ_CAPACITY: usize = 16_384;
 
-/// Factory for the `xindex` engine.
+/// Factory for the `xindex` engine, or with `sequential` for `xindex-seq`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XIndexFactory;
+pub struct XIndexFactory {
+    /// Whether to give the index the sequential-insert hint.
+    pub sequential: bool,
+}
 
-/// Factory for the `xindex-seq` engine: `xindex` with the sequential hint.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct XIndexSeqFactory;
+/// The `xindex` engine.
+pub const XINDEX: XIndexFactory = XIndexFactory { sequential: false };
+
+/// The `xindex-seq` engine: `xindex` with the sequential hint.
+pub const XINDEX_SEQ: XIndexFactory = XIndexFactory { sequential: true };
 
 impl EngineFactory for XIndexFactory {
     fn info(&self) -> EngineInfo {
-        EngineInfo::in_memory(
-            "xindex",
-            "lidx XIndex-R (learned groups, B-tree deltas, background compaction)",
-        )
-    }
-
-    fn build(
-        &self,
-        pairs: &[(u64, u64)],
-        _dir: &Path,
-        _writes_expected: bool,
-    ) -> Result<Box<dyn BenchEngine>> {
-        build(pairs, Config::default())
-    }
-}
-
-impl EngineFactory for XIndexSeqFactory {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::in_memory(
-            "xindex-seq",
-            "lidx XIndex-R with the sequential-insert hint (append tails where ascending inserts are detected)",
-        )
+        if self.sequential {
+            EngineInfo::in_memory(
+                "xindex-seq",
+                "lidx XIndex-R with the sequential-insert hint (append tails where ascending inserts are detected)",
+            )
+        } else {
+            EngineInfo::in_memory(
+                "xindex",
+                "lidx XIndex-R (learned groups, B-tree deltas, background compaction)",
+            )
+        }
     }
 
     fn build(
@@ -58,7 +52,7 @@ impl EngineFactory for XIndexSeqFactory {
         _writes_expected: bool,
     ) -> Result<Box<dyn BenchEngine>> {
         let config = Config {
-            sequential_capacity: SEQ_CAPACITY,
+            sequential_capacity: if self.sequential { SEQ_CAPACITY } else { 0 },
             ..Config::default()
         };
         build(pairs, config)
@@ -122,7 +116,7 @@ mod tests {
     fn maintenance_count_follows_the_background_work() {
         let pairs: Vec<(u64, u64)> = (0..10_000u64).map(|k| (k * 4, k)).collect();
         let dir = tempfile::tempdir().unwrap();
-        let engine = XIndexFactory.build(&pairs, dir.path(), true).unwrap();
+        let engine = XINDEX.build(&pairs, dir.path(), true).unwrap();
         let before = engine.maintenance_count().unwrap();
         // Far past the delta threshold of the groups they land in.
         for k in 0..5_000u64 {

@@ -157,10 +157,10 @@ oracle_test!(oracle_skipmap, skipmap::SkipMapFactory);
 oracle_test!(oracle_lmdb, lmdb::LmdbFactory);
 oracle_test!(oracle_redb, redb::RedbFactory);
 oracle_test!(oracle_fjall, fjall::FjallFactory);
-oracle_test!(oracle_xindex_adapter, crate::engines::xindex::XIndexFactory);
+oracle_test!(oracle_xindex_adapter, crate::engines::xindex::XINDEX);
 oracle_test!(
     oracle_xindex_seq_adapter,
-    crate::engines::xindex::XIndexSeqFactory
+    crate::engines::xindex::XINDEX_SEQ
 );
 
 proptest! {
