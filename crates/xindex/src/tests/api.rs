@@ -627,7 +627,9 @@ fn a_fast_ascending_run_keeps_its_tail_through_splits() {
     for i in 0..50_000u64 {
         index.insert((n + i) * 3, i);
     }
-    super::wait_until(Duration::from_secs(20), || index.stats().delta_total() == 0);
+    // Whatever the background thread got through, a full pass now
+    // compacts what is left (without waiting on a busy machine).
+    index.maintain_now();
     let stats = index.stats();
     assert_eq!(stats.delta_total(), 0, "maintenance caught up");
     assert_eq!(stats.groups.last().map(|g| g.tail_capacity), Some(256));
