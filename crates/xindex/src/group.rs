@@ -56,9 +56,9 @@ impl<K: Key> Records<K> {
         tail_open: bool,
     ) -> Self {
         debug_assert_eq!(keys.len().div_ceil(SLOTS), cells.len());
-        let tail = tail
-            .filter(|spec| spec.capacity > 0)
-            .map(|spec| Tail::new(spec, tail_open, tail_start_model(models, keys.len())));
+        // `Config::tail` gives a spec only for a non-zero capacity.
+        let tail =
+            tail.map(|spec| Tail::new(spec, tail_open, tail_start_model(models, keys.len())));
         Records {
             keys: pages.store(keys),
             cells: pages.store(cells),
