@@ -718,3 +718,138 @@ fn padding_changes_nothing_it_surrounds() {
     pad::<0>();
     assert_eq!(std::hint::black_box(x), 42);
 }
+
+/// The least a learned lookup can do here: one optimal-PLA model (error
+/// 8) over the whole key array, found through a radix table over its
+/// segments, a 16-key window counted, the value read from a parallel
+/// array whose line was requested with the window's. No groups, no
+/// versions, no concurrency control: the bound any `get` of this design
+/// is up against on this host, and how far from 2x `BTreeMap` it sits.
+struct FlatLearned {
+    keys: Vec<u64>,
+    values: Vec<u64>,
+    origins: Vec<u64>,
+    lines: Vec<(f64, f64)>,
+    radix: Vec<u32>,
+    shift: u32,
+}
+
+impl FlatLearned {
+    const RADIX_BITS: u32 = 16;
+
+    fn new(keys: &[u64]) -> Self {
+        let fit = lidx_core::model::optimal_pla::build(keys, 8).expect("fits");
+        let segments = fit.model.into_segments();
+        let origins: Vec<u64> = segments.iter().map(|s| s.origin).collect();
+        let lines = segments.iter().map(|s| (s.slope, s.intercept)).collect();
+        let span = keys[keys.len() - 1] - keys[0];
+        let shift = (64 - span.leading_zeros()).saturating_sub(Self::RADIX_BITS);
+        // radix[r] = first segment whose origin's bucket is >= r.
+        let buckets = (span >> shift) as usize + 2;
+        let mut radix = Vec::with_capacity(buckets);
+        let mut s = 0;
+        for r in 0..buckets {
+            while s < origins.len() && ((origins[s] - keys[0]) >> shift) < r as u64 {
+                s += 1;
+            }
+            radix.push(s as u32);
+        }
+        FlatLearned {
+            keys: keys.to_vec(),
+            values: keys.to_vec(),
+            origins,
+            lines,
+            radix,
+            shift,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, k: u64) -> Option<u64> {
+        let base = self.origins[0];
+        let offset = k.checked_sub(base)?;
+        let r = (offset >> self.shift) as usize;
+        let (lo, hi) = (
+            *self.radix.get(r)? as usize,
+            *self.radix.get(r + 1)? as usize,
+        );
+        // The last segment starting at or below k is in [lo - 1, hi).
+        let mut s = lo.saturating_sub(1);
+        while s + 1 < hi && self.origins[s + 1] <= k {
+            s += 1;
+        }
+        let (slope, intercept) = self.lines[s];
+        let predicted = intercept + slope * (k - self.origins[s]) as f64;
+        let n = self.keys.len();
+        let start = (predicted as i64 - 8).clamp(0, n.saturating_sub(16) as i64) as usize;
+        lidx_core::prefetch::prefetch_lines(self.keys[start..].as_ptr(), 2);
+        lidx_core::prefetch::prefetch(&self.values[(start + 8).min(n - 1)]);
+        let window: &[u64; 16] = self.keys[start..start + 16].try_into().ok()?;
+        let below = window.iter().filter(|&&w| w < k).count();
+        let position = start + below;
+        (self.keys.get(position) == Some(&k)).then(|| self.values[position])
+    }
+}
+
+/// Alternates, over one key set, 1M independent random gets by:
+/// `FlatLearned` bare; after one locked instruction each (what
+/// crossbeam's pin adds on x86); inside an outer epoch pin (each get's own
+/// pin nested, without the fence); with a pin of its own per get, as
+/// `XIndex::get` has; `XIndex::get`; `BTreeMap` bare and behind an
+/// `RwLock`. Medians of seven rounds.
+#[test]
+#[ignore = "measuring tool; run with --ignored --nocapture in release"]
+fn ideal_bound() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    type Get<'a> = &'a dyn Fn(&u64) -> Option<u64>;
+    let (name, keys, index, probes) = probed(1_000_000, 11);
+    let flat = FlatLearned::new(&keys);
+    for k in &keys {
+        assert_eq!(flat.get(*k), Some(*k), "flat learned misses {k}");
+    }
+    let tree = keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>();
+    let locked = RwLock::new(tree.clone());
+    let reclaimer = &index.inner().reclaimer;
+    let word = AtomicU64::new(0);
+    let pinned: Get<'_> = &|k| {
+        let _guard = reclaimer.pin();
+        flat.get(*k)
+    };
+    // (label, run inside an outer pin, get)
+    let engines: [(&str, bool, Get<'_>); 7] = [
+        ("flat learned", false, &|k| flat.get(*k)),
+        ("flat + locked op", false, &|k| {
+            let _ = word.compare_exchange(0, 0, Ordering::SeqCst, Ordering::SeqCst);
+            flat.get(*k)
+        }),
+        ("flat + nested pin", true, pinned),
+        ("flat + pin", false, pinned),
+        ("XIndex::get", false, &|k| index.get(k)),
+        ("BTreeMap", false, &|k| tree.get(k).copied()),
+        ("BTreeMap+RwLock", false, &|k| {
+            locked.read().expect("not poisoned").get(k).copied()
+        }),
+    ];
+    let mut times = engines.map(|_| Vec::new());
+    for _ in 0..7 {
+        for ((_, nested, get), series) in engines.iter().zip(times.iter_mut()) {
+            let _outer = nested.then(|| reclaimer.pin());
+            let t = Instant::now();
+            for k in &probes {
+                assert_eq!(get(k), Some(*k));
+            }
+            series.push(t.elapsed().as_nanos() as f64 / probes.len() as f64);
+        }
+    }
+    println!(
+        "{name}: {} keys, {} segments, radix {} entries",
+        keys.len(),
+        flat.origins.len(),
+        flat.radix.len()
+    );
+    for ((label, _, _), series) in engines.iter().zip(times.iter_mut()) {
+        series.sort_by(f64::total_cmp);
+        let (median, min) = median_min(series);
+        println!("{label:>18}: median {median:.0} ns (min {min:.0})");
+    }
+}
