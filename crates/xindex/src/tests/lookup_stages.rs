@@ -774,10 +774,9 @@ impl FlatLearned {
             *self.radix.get(r + 1)? as usize,
         );
         // The last segment starting at or below k is in [lo - 1, hi).
-        let mut s = lo.saturating_sub(1);
-        while s + 1 < hi && self.origins[s + 1] <= k {
-            s += 1;
-        }
+        // (Binary: skewed sets crowd thousands of segments into a bucket.)
+        let s = lo + self.origins[lo..hi].partition_point(|&o| o <= k);
+        let s = s.saturating_sub(1);
         let (slope, intercept) = self.lines[s];
         let predicted = intercept + slope * (k - self.origins[s]) as f64;
         let n = self.keys.len();
