@@ -15,7 +15,7 @@
 //! and a group split first installs two logical groups over the same data
 //! (Algorithm 4, step 1).
 
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -178,6 +178,35 @@ pub(crate) fn fewest_models<K: Key>(
     (models, fits)
 }
 
+/// A range of a key array and the models fitted to it.
+pub(crate) type FittedRange<K> = (Range<usize>, Box<[SubModel<K>]>);
+
+/// Ranges of sorted `keys`, in order, each with its fewest models (up to
+/// `max_models`) meeting `error_bound`, found by halving the whole range
+/// until they do (or a range has one key): the groups a bulk load makes of
+/// one chunk, and the parts a group split makes of one piece.
+pub(crate) fn settled_ranges<K: Key>(
+    keys: &[K],
+    error_bound: usize,
+    max_models: usize,
+) -> Vec<FittedRange<K>> {
+    let mut out = Vec::new();
+    // Ranges still to place, rightmost on top of the stack.
+    let mut pending = Vec::new();
+    pending.push(0..keys.len());
+    while let Some(range) = pending.pop() {
+        let (models, fits) = fewest_models(&keys[range.clone()], error_bound, max_models);
+        if !fits && range.len() >= 2 {
+            let middle = range.start + range.len() / 2;
+            pending.push(middle..range.end);
+            pending.push(range.start..middle);
+            continue;
+        }
+        out.push((range, models));
+    }
+    out
+}
+
 /// Segments a [`Router`] holds inline; a group with more models than
 /// this (`max_models` above it) uses its boxed models when its keys need
 /// more segments too.
@@ -225,6 +254,7 @@ struct Line {
 /// instead of binary-searching them cost books 90 instructions per `get`
 /// and a quarter of its throughput.
 #[repr(C)]
+#[derive(Clone)]
 struct Router<K> {
     /// Segments in use; 0 when neither candidate fits, and the boxed
     /// models serve.
@@ -452,6 +482,18 @@ impl<K: Key> Group<K> {
         models: Box<[SubModel<K>]>,
         buf: Arc<Delta<K>>,
     ) -> Self {
+        let router = Router::new(&records.keys, &models);
+        Self::assemble_routed(pivot, records, models, router, buf)
+    }
+
+    /// [`assemble`](Self::assemble) with the router already fitted.
+    fn assemble_routed(
+        pivot: Option<K>,
+        records: Arc<Records<K>>,
+        models: Box<[SubModel<K>]>,
+        router: Router<K>,
+        buf: Arc<Delta<K>>,
+    ) -> Self {
         let hint = pivot.as_ref().map_or(ArrayHint::NONE, |p| {
             ArrayHint::fit(p, &records.keys, &records.cells)
         });
@@ -462,7 +504,7 @@ impl<K: Key> Group<K> {
             keys: unsafe { SpanView::of(&records.keys) },
             // SAFETY: as for `keys`.
             cells: unsafe { SpanView::of(&records.cells) },
-            router: Router::new(&records.keys, &models),
+            router,
             has_tail: records.tail.is_some(),
             pivot,
             records,
@@ -474,8 +516,9 @@ impl<K: Key> Group<K> {
     }
 
     /// The merge phase's new group: every record points at the live record
-    /// it was merged from. Its tail (if `tail` asks for one) stays closed
-    /// until maintenance opens it after the copy phase.
+    /// it was merged from, and `fit` gives the models over its keys. Its
+    /// tail (if `tail` asks for one) stays closed until maintenance opens
+    /// it after the copy phase.
     ///
     /// # Safety
     ///
@@ -486,25 +529,39 @@ impl<K: Key> Group<K> {
         pages: &Pages,
         pivot: Option<K>,
         merged: Vec<(K, Record<'_>)>,
-        model_count: usize,
+        fit: impl FnOnce(&[K]) -> Box<[SubModel<K>]>,
         buf: Arc<Delta<K>>,
         tail: Option<TailSpec>,
     ) -> Self {
         let (keys, targets): (Vec<K>, Vec<Record<'_>>) = merged.into_iter().unzip();
         // SAFETY: forwarded from this function's contract.
         let cells = unsafe { CellBlock::pointing_to(&targets) };
-        let models = fit_models(&keys, model_count);
+        let models = fit(&keys);
         let records = Records::new(pages, keys, cells, &models, tail, false);
         Self::assemble(pivot, Arc::new(records), models, buf)
     }
 
     /// A new node over this group's records and delta, with `pivot` and
-    /// `models`: model split/merge and the logical halves of a group split.
+    /// `models`: model split/merge.
     pub(crate) fn sharing(&self, pivot: Option<K>, models: Box<[SubModel<K>]>) -> Self {
         Self::assemble(
             pivot,
             Arc::clone(&self.records),
             models,
+            Arc::clone(&self.buf),
+        )
+    }
+
+    /// A new node over this group's records, delta, models and router,
+    /// with `pivot`: a logical part of a group split. (Refitting the router
+    /// over the whole array for every part cost a split of a 300K-record
+    /// group into 200 parts 300 ms.)
+    pub(crate) fn part(&self, pivot: Option<K>) -> Self {
+        Self::assemble_routed(
+            pivot,
+            Arc::clone(&self.records),
+            self.models.clone(),
+            self.router.clone(),
             Arc::clone(&self.buf),
         )
     }

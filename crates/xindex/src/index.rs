@@ -13,7 +13,7 @@ use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::{Config, SequentialGroups};
-use crate::group::{Group, SubModel, fewest_models};
+use crate::group::{Group, SubModel, settled_ranges};
 use crate::inner::Inner;
 use crate::maintenance::Pass;
 use crate::node_slab::NodeSlab;
@@ -239,6 +239,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
         // Right after a root update a group can briefly be both in a slot
         // and behind a `next` link; count it once.
         let mut seen = std::collections::HashSet::new();
+        // The logical parts of a split in progress share the split group's
+        // records and delta; the first part reports them.
+        let mut seen_records = std::collections::HashSet::new();
+        let mut seen_deltas = std::collections::HashSet::new();
         for slot in root.slots.iter() {
             let mut shared = slot.load(Ordering::Acquire, &guard);
             let mut linked = false;
@@ -248,16 +252,21 @@ impl<K: Key, V: Value> XIndex<K, V> {
                 if !seen.insert(shared.as_raw()) {
                     break;
                 }
+                let own_records = seen_records.insert(Arc::as_ptr(&group.records));
+                let own_delta = seen_deltas.insert(Arc::as_ptr(&group.buf));
+                let (array, tail) = group.records.lengths();
                 groups.push(GroupStats {
-                    records: {
-                        let (array, tail) = group.records.lengths();
-                        array + tail
-                    },
+                    records: if own_records { array + tail } else { 0 },
                     tail_capacity: group.records.tail.as_ref().map_or(0, |t| t.capacity()),
                     tail_models: group.records.tail.as_ref().map_or(0, |t| t.model_count()),
-                    removed_records: group.records.removed.load(Ordering::Relaxed),
+                    removed_records: if own_records {
+                        group.records.removed.load(Ordering::Relaxed)
+                    } else {
+                        0
+                    },
                     error_bounds: group.models.iter().map(|m| m.max_error).collect(),
-                    delta_len: group.buf.len() + group.tmp().map_or(0, |t| t.len()),
+                    delta_len: if own_delta { group.buf.len() } else { 0 }
+                        + group.tmp().map_or(0, |t| t.len()),
                     linked_only: linked,
                 });
                 linked = true;
@@ -312,36 +321,22 @@ impl<K> GroupPlan<K> {
 
 /// Groups over `chunk` (sorted pairs, starting at position `offset` of the
 /// load) that already meet the error bound with at most `max_models`
-/// models, halving where they do not — the shape maintenance would reach
-/// by group splits, built directly so that a fresh index does not spend
-/// its first passes (and its first readers' time) splitting.
+/// models ([`settled_ranges`]) — the shape maintenance would reach by group
+/// splits, built directly so that a fresh index does not spend its first
+/// passes (and its first readers' time) splitting.
 fn settled_groups<K: Key, V: Value>(
     chunk: &[(K, V)],
     offset: usize,
     config: &Config,
 ) -> Vec<GroupPlan<K>> {
-    let mut out = Vec::new();
-    // Ranges still to place, rightmost on top of the stack.
-    let mut pending = Vec::new();
-    pending.push(0..chunk.len());
-    while let Some(range) = pending.pop() {
-        let keys: Vec<K> = chunk[range.clone()]
-            .iter()
-            .map(|(k, _)| k.clone())
-            .collect();
-        let (models, fits) = fewest_models(&keys, config.error_bound, config.max_models);
-        if !fits && range.len() >= 2 {
-            let middle = range.start + range.len() / 2;
-            pending.push(middle..range.end);
-            pending.push(range.start..middle);
-            continue;
-        }
-        out.push(GroupPlan {
+    let keys: Vec<K> = chunk.iter().map(|(k, _)| k.clone()).collect();
+    settled_ranges(&keys, config.error_bound, config.max_models)
+        .into_iter()
+        .map(|(range, models)| GroupPlan {
             range: offset + range.start..offset + range.end,
             models,
-        });
-    }
-    out
+        })
+        .collect()
 }
 
 impl<K: Key, V: Value> Drop for XIndex<K, V> {

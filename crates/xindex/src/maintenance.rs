@@ -24,7 +24,7 @@ use parking_lot::MutexGuard;
 
 use crate::config::{Config, SequentialGroups};
 use crate::delta::Delta;
-use crate::group::{Group, fit_models};
+use crate::group::{Group, fewest_models, fit_models, settled_ranges};
 use crate::hooks::Phase;
 use crate::inner::{Counters, Inner};
 #[cfg(doc)]
@@ -98,6 +98,9 @@ struct Walk<K: 'static> {
     pending_records: usize,
     /// Some group's small delta was left to wait.
     waiting: bool,
+    /// Groups due for a split into more than two parts, with the parts'
+    /// pivots: split after the walk, each with its parts in the root.
+    wide: Vec<(GroupPtr<K>, Vec<K>)>,
 }
 
 /// `Inner::quiet_at` when the last pass did something or left a delta
@@ -267,6 +270,7 @@ impl<K: Key> Inner<K> {
             pending: Vec::new(),
             pending_records: 0,
             waiting: false,
+            wide: Vec::new(),
         };
         for slot in root.slots.iter() {
             let mut location: &'static Atomic<Group<K>> = slot;
@@ -295,6 +299,19 @@ impl<K: Key> Inner<K> {
             }
         }
         self.compact_batch(&mut walk.pending, guard);
+        if !walk.wide.is_empty() {
+            // Every group in a root slot first, where a wide split finds it.
+            if reshaped {
+                self.update_root(guard);
+            }
+            for (group, cuts) in std::mem::take(&mut walk.wide) {
+                self.split_wide(group, cuts, guard);
+            }
+            // Each wide split's parts took over their own slots in a root
+            // update that also flattened every `next` link made before it.
+            reshaped = false;
+            changed = true;
+        }
         if reshaped {
             self.update_root(guard);
         }
@@ -334,7 +351,12 @@ impl<K: Key> Inner<K> {
         if group.buf.len() > c.delta_threshold || (error > c.error_bound && models >= c.max_models)
         {
             // Table 2 rows c and d.
-            if let Some(last) = self.split_group(location, shared, guard) {
+            let cuts = split_keys(group, c);
+            if cuts.len() > 1 {
+                walk.wide.push((shared, cuts));
+                return (group, true, false);
+            }
+            if let Some(last) = self.split_group(location, shared, cuts, guard) {
                 return (last, true, true);
             }
         }
@@ -454,6 +476,7 @@ impl<K: Key> Inner<K> {
             let tmp = Arc::clone(old.tmp.get_or_init(|| Arc::new(Delta::new())));
             let merged = live_records(old);
             let tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
+            let models = old.models.len();
             // SAFETY: the targets live in `old`'s records and delta, and
             // `old` is retired only after the copy phase, with `Reclaimer::retire`.
             let new = unsafe {
@@ -461,7 +484,7 @@ impl<K: Key> Inner<K> {
                     &self.pages,
                     old.pivot.clone(),
                     merged,
-                    old.models.len(),
+                    |keys| fit_models(keys, models),
                     tmp,
                     tail,
                 )
@@ -513,90 +536,204 @@ impl<K: Key> Inner<K> {
         self.hooks.fire(Phase::Copied);
     }
 
-    /// Group split (Algorithm 4). Returns the right half, or `None` when the
-    /// group has fewer than two keys to split between.
+    /// Group split (Algorithm 4) in two, at the one pivot in `cuts` (from
+    /// [`split_keys`]): the right part is reached through the left one's
+    /// `next` until the pass's root update. Returns the right part, or
+    /// `None` when `cuts` is empty (fewer than two keys to split between).
     fn split_group(
         &self,
         location: &Atomic<Group<K>>,
         shared: GroupPtr<K>,
+        cuts: Vec<K>,
         guard: &'static Guard,
     ) -> Option<&'static Group<K>> {
+        if cuts.is_empty() {
+            return None;
+        }
+        // Step 1: two logical groups over the shared data.
+        let logical = self.logical_parts(shared, &cuts, guard);
+        location.store(logical[0], Ordering::Release);
+        // Step 2.1, merge phase.
+        let built = self.merged_parts(shared, &logical, cuts, true, guard);
+        self.hooks.fire(Phase::Merged);
+        location.store(built[0], Ordering::Release);
+        self.hooks.fire(Phase::Installed);
+        self.finish_split(shared, logical, &built)
+    }
+
+    /// Group split into more than two parts, at `cuts` (from
+    /// [`split_keys`]): a group grown to several times
+    /// `initial_group_size`, by a burst of inserts between passes, is back
+    /// to the shape a bulk load gives in one pass, instead of after a
+    /// halving and model splits per pass. Each operation routed to a chain
+    /// of `next` links walks it, and a burst's chain may be hundreds of
+    /// parts long, so the root is updated as soon as the logical parts are
+    /// installed, and each new group replaces its logical part in the
+    /// part's own slot. `shared` must sit in a slot of the current root
+    /// (nothing is done otherwise).
+    fn split_wide(&self, shared: GroupPtr<K>, cuts: Vec<K>, guard: &'static Guard) {
+        let slot_of = |root: &Root<K>, group: GroupPtr<K>| {
+            root.slots
+                .iter()
+                .position(|s| s.load(Ordering::Acquire, guard) == group)
+        };
+        let root = self.current_root(guard);
+        let Some(slot) = slot_of(root, shared) else {
+            return;
+        };
+        // Step 1, then a root over the parts.
+        let logical = self.logical_parts(shared, &cuts, guard);
+        root.slots[slot].store(logical[0], Ordering::Release);
+        self.update_root(guard);
+        let root = self.current_root(guard);
+        let first = slot_of(root, logical[0]).expect("a root update keeps every group");
+        debug_assert!(
+            logical
+                .iter()
+                .enumerate()
+                .all(|(i, &part)| root.slots[first + i].load(Ordering::Acquire, guard) == part),
+            "a root update gives the parts consecutive slots"
+        );
+        // Step 2.1, merge phase.
+        let built = self.merged_parts(shared, &logical, cuts, false, guard);
+        self.hooks.fire(Phase::Merged);
+        for (i, &group) in built.iter().enumerate() {
+            root.slots[first + i].store(group, Ordering::Release);
+        }
+        self.hooks.fire(Phase::Installed);
+        self.finish_split(shared, logical, &built);
+    }
+
+    /// Step 1 of a split: one logical group per part over `shared`'s
+    /// records, delta, models and router, with the part's pivot (the
+    /// group's own, then `cuts`), each linked to the next and the last to
+    /// `shared`'s successor. Not installed yet.
+    fn logical_parts(
+        &self,
+        shared: GroupPtr<K>,
+        cuts: &[K],
+        guard: &'static Guard,
+    ) -> Vec<GroupPtr<K>> {
         // SAFETY: reachable from the current root.
         let old = unsafe { shared.deref() };
-        let split_key = median_key(old)?;
-        let after = old.next.load(Ordering::Acquire, guard);
+        let pivots = std::iter::once(old.pivot.clone()).chain(cuts.iter().cloned().map(Some));
+        let mut logical: Vec<GroupPtr<K>> = pivots
+            .map(|pivot| self.nodes.alloc_shared(old.part(pivot), guard))
+            .collect();
+        let mut link = old.next.load(Ordering::Acquire, guard);
+        for part in logical.iter_mut().rev() {
+            // SAFETY: just allocated; not yet reachable by anyone else.
+            unsafe { part.deref() }.next.store(link, Ordering::Relaxed);
+            link = *part;
+        }
+        logical
+    }
 
-        // Step 1: two logical groups over the shared data, the right one
-        // reached through `next` until the root is updated.
-        let right = old.sharing(
-            Some(split_key.clone()),
-            old.models.iter().cloned().collect(),
-        );
-        right.next.store(after, Ordering::Relaxed);
-        let right = self.nodes.alloc_shared(right, guard);
-        let left = old.sharing(old.pivot.clone(), old.models.iter().cloned().collect());
-        left.next.store(right, Ordering::Relaxed);
-        let left = self.nodes.alloc_shared(left, guard);
-        location.store(left, Ordering::Release);
+    /// Step 2.1 of a split, once the `logical` parts are installed: freeze
+    /// `shared`'s delta, wait out its writers, and build one group per
+    /// part from the merged records, each with the fewest models meeting
+    /// the error bound and the part's temporary delta as its own. With
+    /// `chained`, each links to the next and the last to `shared`'s
+    /// successor; otherwise none links (each takes a root slot).
+    fn merged_parts(
+        &self,
+        shared: GroupPtr<K>,
+        logical: &[GroupPtr<K>],
+        cuts: Vec<K>,
+        chained: bool,
+        guard: &'static Guard,
+    ) -> Vec<GroupPtr<K>> {
+        // SAFETY: reachable until `finish_split` retires it.
+        let old = unsafe { shared.deref() };
         old.buf.freeze();
         self.hooks.fire(Phase::Frozen);
         self.reclaimer.synchronize();
-        let (left_tmp, right_tmp) = (Arc::new(Delta::new()), Arc::new(Delta::new()));
-        // SAFETY: built above, retired only at the end of this function.
-        let (left_ref, right_ref) = unsafe { (left.deref(), right.deref()) };
-        let left_tmp = Arc::clone(left_ref.tmp.get_or_init(|| left_tmp));
-        let right_tmp = Arc::clone(right_ref.tmp.get_or_init(|| right_tmp));
-
-        // Step 2.1, merge phase: one merged array cut at the split key.
+        // Each part's temporary delta: where writers to its key range went
+        // since the freeze, and the new group's delta.
+        let tmps: Vec<Arc<Delta<K>>> = logical
+            .iter()
+            .map(|part| {
+                // SAFETY: built by `logical_parts`, retired by `finish_split`.
+                let part = unsafe { part.deref() };
+                Arc::clone(part.tmp.get_or_init(|| Arc::new(Delta::new())))
+            })
+            .collect();
         let mut merged = live_records(old);
-        // Ascending inserts arrived at the top, which the right half takes.
-        let right_tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
-        let left_tail = rebuilt_tail(&self.config, None);
-        let cut = merged.partition_point(|(k, _)| k < &split_key);
-        let upper = merged.split_off(cut);
-        let models = old.models.len();
-        // SAFETY: the targets live in `old`, retired after the copy phase.
-        let (ga, gb) = unsafe {
-            (
-                Group::from_pointers(
-                    &self.pages,
-                    old.pivot.clone(),
-                    merged,
-                    models,
-                    left_tmp,
-                    left_tail,
-                ),
-                Group::from_pointers(
-                    &self.pages,
-                    Some(split_key),
-                    upper,
-                    models,
-                    right_tmp,
-                    right_tail,
-                ),
-            )
-        };
-        gb.next.store(after, Ordering::Relaxed);
-        let gb = self.nodes.alloc_shared(gb, guard);
-        ga.next.store(gb, Ordering::Relaxed);
-        let ga = self.nodes.alloc_shared(ga, guard);
-        self.hooks.fire(Phase::Merged);
-        location.store(ga, Ordering::Release);
-        self.hooks.fire(Phase::Installed);
-        // Step 2.2, copy phase.
+        // Ascending inserts arrived at the top, which the last part takes.
+        let top_tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
+        let mut records = Vec::with_capacity(cuts.len() + 1);
+        for cut in cuts.iter().rev() {
+            let at = merged.partition_point(|(k, _)| k < cut);
+            records.push(merged.split_off(at));
+        }
+        records.push(merged);
+        records.reverse();
+        let pivots = std::iter::once(old.pivot.clone()).chain(cuts.into_iter().map(Some));
+        let (error_bound, max_models) = (self.config.error_bound, self.config.max_models);
+        let last = records.len() - 1;
+        let mut built: Vec<GroupPtr<K>> = records
+            .into_iter()
+            .zip(pivots)
+            .zip(tmps)
+            .enumerate()
+            .map(|(i, ((records, pivot), tmp))| {
+                let tail = if i == last {
+                    top_tail
+                } else {
+                    rebuilt_tail(&self.config, None)
+                };
+                // SAFETY: the targets live in `old`, retired after the copy
+                // phase (`finish_split`).
+                let group = unsafe {
+                    Group::from_pointers(
+                        &self.pages,
+                        pivot,
+                        records,
+                        |keys| fewest_models(keys, error_bound, max_models).0,
+                        tmp,
+                        tail,
+                    )
+                };
+                self.nodes.alloc_shared(group, guard)
+            })
+            .collect();
+        if chained {
+            let mut link = old.next.load(Ordering::Acquire, guard);
+            for group in built.iter_mut().rev() {
+                // SAFETY: just built; not yet reachable by anyone else.
+                unsafe { group.deref() }.next.store(link, Ordering::Relaxed);
+                link = *group;
+            }
+        }
+        built
+    }
+
+    /// Step 2.2 of a split, once the `built` groups are installed: the
+    /// copy phase, then `shared` and its `logical` parts retired. Returns
+    /// the last new group.
+    fn finish_split(
+        &self,
+        shared: GroupPtr<K>,
+        logical: Vec<GroupPtr<K>>,
+        built: &[GroupPtr<K>],
+    ) -> Option<&'static Group<K>> {
         // SAFETY: just built and installed; only this pass retires them.
-        let (ga, gb) = unsafe { (ga.deref(), gb.deref()) };
-        self.copy_phase(&[ga, gb]);
-        self.refund_merged(old);
-        // SAFETY: all three are unlinked: `old` and `left` were replaced at
-        // `location`, and `right` was reachable only through `left`.
+        let built: Vec<&'static Group<K>> = built.iter().map(|g| unsafe { g.deref() }).collect();
+        self.copy_phase(&built);
+        // SAFETY: retired just below.
+        self.refund_merged(unsafe { shared.deref() });
+        // SAFETY: all are unlinked: `shared` and the first logical part were
+        // replaced where they were installed, and each other part was
+        // reachable only through the one before it, or (a wide split) was
+        // replaced in its own slot.
         unsafe {
             self.retire_group(shared);
-            self.retire_group(left);
-            self.retire_group(right);
+            for part in logical {
+                self.retire_group(part);
+            }
         }
         Counters::bump(&self.counters.group_splits);
-        Some(gb)
+        built.last().copied()
     }
 
     /// Group merge of flat neighbours (Table 2 row e), at most once per
@@ -670,8 +807,16 @@ impl<K: Key> Inner<K> {
         let tail = rebuilt_tail(&self.config, Some(&top_inserts(gb, &upper)));
         merged.extend(upper);
         // SAFETY: targets live in `ga` and `gb`, retired after the copy phase.
-        let m =
-            unsafe { Group::from_pointers(&self.pages, ga.pivot.clone(), merged, 1, tmp_a, tail) };
+        let m = unsafe {
+            Group::from_pointers(
+                &self.pages,
+                ga.pivot.clone(),
+                merged,
+                |keys| fit_models(keys, 1),
+                tmp_a,
+                tail,
+            )
+        };
         let m = self.nodes.alloc_shared(m, guard);
         self.hooks.fire(Phase::Merged);
         // Install the merged group before emptying the second slot, so a
@@ -732,10 +877,19 @@ impl<K: Key> Inner<K> {
     }
 }
 
-/// The middle key of the group's array and delta (removed records
-/// included; they only shift the cut slightly), if it is above the
-/// smallest key so both halves are non-empty in key range.
-fn median_key<K: Key>(group: &Group<K>) -> Option<K> {
+/// Into how many groups a split cuts a group of `records` records: two
+/// (the paper's Algorithm 4), or one per `group_size` records when that is
+/// more.
+pub(crate) fn split_parts(records: usize, group_size: usize) -> usize {
+    (records / group_size.max(1)).max(2)
+}
+
+/// The pivots of a split's parts after the first: keys of the group's
+/// array, tail and delta (removed records included; they only shift the
+/// cuts slightly) at even steps, strictly ascending and above the
+/// smallest key so that no part is empty in key range. Empty when the
+/// group has fewer than two keys.
+fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let mut keys: Vec<&K> = (0..array_len + tail_len)
@@ -744,10 +898,53 @@ fn median_key<K: Key>(group: &Group<K>) -> Option<K> {
     keys.extend(group.buf.records().into_iter().map(|r| r.key()));
     keys.sort_unstable();
     keys.dedup();
-    if keys.len() < 2 {
-        return None;
+    let keys: Vec<K> = keys.into_iter().cloned().collect();
+    let mut cuts: Vec<K> = split_starts(&keys, config)
+        .into_iter()
+        .skip(1)
+        .map(|i| keys[i].clone())
+        .collect();
+    // Keys ascending above the array keep arriving until the freeze, and
+    // would all land in the top part, unfitted: one more part, from the
+    // highest key seen here, takes them, so the others stay as settled.
+    let above_array = match records.keys.last() {
+        Some(top) => keys.len() - keys.partition_point(|k| k <= top),
+        None => keys.len(),
+    };
+    let top = TopInserts {
+        appended: tail_len,
+        above: above_array - tail_len.min(above_array),
+        delta: group.buf.len(),
+        had_tail: false,
+    };
+    if let Some(highest) = keys.last()
+        && keys.len() >= 2
+        && sequential_pattern(SEQUENTIAL_MIN_KEYS, &top)
+        && cuts.last() != Some(highest)
+    {
+        cuts.push(highest.clone());
     }
-    Some(keys[keys.len() / 2].clone())
+    cuts
+}
+
+/// Where the parts of a split of `keys` (sorted, distinct) begin: the
+/// first of [`split_parts`] even pieces, each cut further as a bulk load
+/// cuts a chunk ([`settled_ranges`]), so that the new groups meet the
+/// error bound from the start instead of after more splits. Starts at 0;
+/// one start per key at most.
+pub(crate) fn split_starts<K: Key>(keys: &[K], config: &Config) -> Vec<usize> {
+    let parts = split_parts(keys.len(), config.initial_group_size).min(keys.len());
+    let mut starts = Vec::with_capacity(parts);
+    for i in 0..parts {
+        let piece = i * keys.len() / parts..(i + 1) * keys.len() / parts;
+        let settled = settled_ranges(&keys[piece.clone()], config.error_bound, config.max_models);
+        starts.extend(
+            settled
+                .into_iter()
+                .map(|(range, _)| piece.start + range.start),
+        );
+    }
+    starts
 }
 
 /// Whether one linear model over both groups' arrays stays within `bound`.
@@ -961,5 +1158,55 @@ mod tests {
         assert_eq!(rebuilt_tail(&all, None), spec);
         // No hint, no tail, whatever the inserts.
         assert_eq!(rebuilt_tail(&Config::default(), Some(&ascending)), None);
+    }
+
+    #[test]
+    fn splits_cut_two_parts_or_one_per_group_size() {
+        assert_eq!(split_parts(0, 8), 2);
+        assert_eq!(split_parts(15, 8), 2);
+        assert_eq!(split_parts(16, 8), 2);
+        assert_eq!(split_parts(24, 8), 3);
+        assert_eq!(split_parts(50_000, 2048), 24);
+        assert_eq!(split_parts(10, 0), 10, "a zero size counts as one");
+    }
+
+    #[test]
+    fn split_parts_meet_the_error_bound() {
+        let config = Config::default();
+        // Evenly spaced: one line fits any piece, so the even pieces stand.
+        let line: Vec<u64> = (0..10_000u64).map(|k| k * 7).collect();
+        assert_eq!(split_starts(&line, &config), vec![0, 2_500, 5_000, 7_500]);
+        // Clustered keys: pieces are cut further until each fits.
+        let mut state = 3u64;
+        let mut key = 0u64;
+        let bent: Vec<u64> = (0..20_000)
+            .map(|i| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                key += if i % 500 < 50 { 1 } else { 1 + (state >> 40) };
+                key
+            })
+            .collect();
+        let starts = split_starts(&bent, &config);
+        assert_eq!(starts[0], 0);
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+        assert!(starts.len() > split_parts(bent.len(), config.initial_group_size));
+        let ends = starts.iter().skip(1).copied().chain([bent.len()]);
+        for (start, end) in starts.iter().copied().zip(ends) {
+            let (_, fits) = fewest_models(&bent[start..end], config.error_bound, config.max_models);
+            assert!(fits, "part {start}..{end} does not fit");
+        }
+        // Never more starts than keys, never an empty part.
+        for n in 0..5 {
+            let keys: Vec<u64> = (0..n).collect();
+            let tiny = Config {
+                initial_group_size: 1,
+                ..Config::default()
+            };
+            let starts = split_starts(&keys, &tiny);
+            assert!(starts.len() <= n as usize);
+            assert!(starts.windows(2).all(|w| w[0] < w[1]));
+        }
     }
 }

@@ -1,6 +1,10 @@
 //! Structural statistics reported by [`XIndex::stats`](crate::XIndex::stats).
 
 /// One group's shape.
+///
+/// While a group split runs, its logical parts share the split group's
+/// records and delta: the first part reports them, the others report 0
+/// records and only their own temporary deltas.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupStats {
     /// Records in the sorted array and its §3.5.2 append tail (live or

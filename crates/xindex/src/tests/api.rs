@@ -636,3 +636,50 @@ fn a_fast_ascending_run_keeps_its_tail_through_splits() {
     assert_eq!(index.len(), 150_000);
     assert!((0..50_000u64).all(|i| index.get(&((n + i) * 3)) == Some(i)));
 }
+
+/// A burst of inserts into one group between passes (here: ascending keys
+/// above a bulk load, no §3.5.2 hint) is split in one pass into groups
+/// that meet the error bound, as a bulk load of the same keys would be,
+/// instead of into two halves whose single models err by thousands of
+/// positions.
+#[test]
+fn a_burst_into_one_group_is_split_in_one_pass() {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let loaded = 4_096u64;
+    let index = XIndex::bulk_load((0..loaded).map(|k| (k * 3, k)), config.clone()).unwrap();
+    let burst = 50_000u64;
+    // Gaps that vary, so one line cannot fit everything.
+    let mut key = loaded * 3;
+    let mut keys = Vec::new();
+    for i in 0..burst {
+        key += 1 + (i % 97) * (i % 13);
+        keys.push(key);
+        index.insert(key, i);
+    }
+    let before = index.stats();
+    index.maintain_now();
+    let after = index.stats();
+    assert_eq!(after.group_splits, before.group_splits + 1, "{after:?}");
+    assert!(
+        after.group_count() >= before.group_count() + (burst as usize) / config.initial_group_size,
+        "{} groups after the split",
+        after.group_count()
+    );
+    for g in &after.groups {
+        assert!(
+            g.error_bounds.iter().all(|&e| e <= config.error_bound),
+            "a part errs: {g:?}"
+        );
+        assert!(!g.linked_only, "every part has a root slot: {g:?}");
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(index.get(k), Some(i as u64));
+    }
+    for k in 0..loaded {
+        assert_eq!(index.get(&(k * 3)), Some(k));
+    }
+    assert_eq!(index.len(), (loaded + burst) as usize);
+}
