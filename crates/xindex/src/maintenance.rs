@@ -98,8 +98,9 @@ struct Walk<K: 'static> {
     pending_records: usize,
     /// Some group's small delta was left to wait.
     waiting: bool,
-    /// Groups due for a split into more than two parts, with the parts'
-    /// pivots: split after the walk, each with its parts in the root.
+    /// Groups due for a split into [`CHAINED_SPLIT_PARTS`] or more parts,
+    /// with the parts' pivots: split after the walk, their parts taking
+    /// root slots at once.
     wide: Vec<(GroupPtr<K>, Vec<K>)>,
 }
 
@@ -352,7 +353,7 @@ impl<K: Key> Inner<K> {
         {
             // Table 2 rows c and d.
             let cuts = split_keys(group, c);
-            if cuts.len() > 1 {
+            if cuts.len() >= CHAINED_SPLIT_PARTS {
                 walk.wide.push((shared, cuts));
                 return (group, true, false);
             }
@@ -536,10 +537,11 @@ impl<K: Key> Inner<K> {
         self.hooks.fire(Phase::Copied);
     }
 
-    /// Group split (Algorithm 4) in two, at the one pivot in `cuts` (from
-    /// [`split_keys`]): the right part is reached through the left one's
-    /// `next` until the pass's root update. Returns the right part, or
-    /// `None` when `cuts` is empty (fewer than two keys to split between).
+    /// Group split (Algorithm 4) at `cuts` (from [`split_keys`]; fewer than
+    /// [`CHAINED_SPLIT_PARTS`]): the paper's two parts, or a few more, each
+    /// reached through the one before it until the pass's root update.
+    /// Returns the last part, or `None` when `cuts` is empty (fewer than
+    /// two keys to split between).
     fn split_group(
         &self,
         location: &Atomic<Group<K>>,
@@ -550,7 +552,7 @@ impl<K: Key> Inner<K> {
         if cuts.is_empty() {
             return None;
         }
-        // Step 1: two logical groups over the shared data.
+        // Step 1: logical groups over the shared data.
         let logical = self.logical_parts(shared, &cuts, guard);
         location.store(logical[0], Ordering::Release);
         // Step 2.1, merge phase.
@@ -561,7 +563,7 @@ impl<K: Key> Inner<K> {
         self.finish_split(shared, logical, &built)
     }
 
-    /// Group split into more than two parts, at `cuts` (from
+    /// Group split into [`CHAINED_SPLIT_PARTS`] or more parts, at `cuts` (from
     /// [`split_keys`]): a group grown to several times
     /// `initial_group_size`, by a burst of inserts between passes, is back
     /// to the shape a bulk load gives in one pass, instead of after a
@@ -876,6 +878,12 @@ impl<K: Key> Inner<K> {
         Counters::bump(&self.counters.root_updates);
     }
 }
+
+/// Most parts a split installs as a chain of `next` links, walked by the
+/// operations routed to it until the pass's root update (at most three
+/// extra hops). Splits into more parts take root slots at once
+/// (`Inner::split_wide`), at the cost of a root update each.
+const CHAINED_SPLIT_PARTS: usize = 4;
 
 /// Into how many groups a split cuts a group of `records` records: two
 /// (the paper's Algorithm 4), or one per `group_size` records when that is
