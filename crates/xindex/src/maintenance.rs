@@ -98,9 +98,9 @@ struct Walk<K: 'static> {
     pending_records: usize,
     /// Some group's small delta was left to wait.
     waiting: bool,
-    /// Groups due for a split into [`CHAINED_SPLIT_PARTS`] or more parts,
-    /// with the parts' pivots: split after the walk, their parts taking
-    /// root slots at once.
+    /// Groups due for a split into more than [`CHAINED_SPLIT_PARTS`]
+    /// parts, with the parts' pivots: split after the walk, their parts
+    /// taking root slots at once.
     wide: Vec<(GroupPtr<K>, Vec<K>)>,
 }
 
@@ -353,7 +353,7 @@ impl<K: Key> Inner<K> {
         {
             // Table 2 rows c and d.
             let cuts = split_keys(group, c);
-            if cuts.len() >= CHAINED_SPLIT_PARTS {
+            if cuts.len() + 1 > CHAINED_SPLIT_PARTS {
                 walk.wide.push((shared, cuts));
                 return (group, true, false);
             }
@@ -537,8 +537,8 @@ impl<K: Key> Inner<K> {
         self.hooks.fire(Phase::Copied);
     }
 
-    /// Group split (Algorithm 4) at `cuts` (from [`split_keys`]; fewer than
-    /// [`CHAINED_SPLIT_PARTS`]): the paper's two parts, or a few more, each
+    /// Group split (Algorithm 4) at `cuts` (from [`split_keys`]; at most
+    /// [`CHAINED_SPLIT_PARTS`] parts): the paper's two parts, or a few more, each
     /// reached through the one before it until the pass's root update.
     /// Returns the last part, or `None` when `cuts` is empty (fewer than
     /// two keys to split between).
@@ -563,7 +563,7 @@ impl<K: Key> Inner<K> {
         self.finish_split(shared, logical, &built)
     }
 
-    /// Group split into [`CHAINED_SPLIT_PARTS`] or more parts, at `cuts` (from
+    /// Group split into more than [`CHAINED_SPLIT_PARTS`] parts, at `cuts` (from
     /// [`split_keys`]): a group grown to several times
     /// `initial_group_size`, by a burst of inserts between passes, is back
     /// to the shape a bulk load gives in one pass, instead of after a
