@@ -441,8 +441,12 @@ pub(crate) struct Group<K> {
     /// an epoch barrier has passed.
     pub(crate) tmp: OnceLock<Arc<Delta<K>>>,
     /// Where the arrays are and a model of positions in them, relative to
-    /// `pivot`, for the root to copy ([`ArrayHint::NONE`] without a pivot).
-    pub(crate) hint: ArrayHint,
+    /// `pivot`, for the root to copy: fitted by [`hint`](Self::hint) when
+    /// a root that keeps hints first asks. Most roots keep none (their
+    /// group nodes fit in the L2), and fitting every rebuilt group's hint
+    /// took a quarter of the maintenance thread's time in a burst of
+    /// inserts on osm.
+    hint: OnceLock<ArrayHint>,
 }
 
 impl<K: Key> Group<K> {
@@ -494,9 +498,6 @@ impl<K: Key> Group<K> {
         router: Router<K>,
         buf: Arc<Delta<K>>,
     ) -> Self {
-        let hint = pivot.as_ref().map_or(ArrayHint::NONE, |p| {
-            ArrayHint::fit(p, &records.keys, &records.cells)
-        });
         Group {
             next: Atomic::null(),
             // SAFETY: the node owns `records` (through the `Arc`) and
@@ -511,7 +512,7 @@ impl<K: Key> Group<K> {
             models,
             buf,
             tmp: OnceLock::new(),
-            hint,
+            hint: OnceLock::new(),
         }
     }
 
@@ -539,6 +540,16 @@ impl<K: Key> Group<K> {
         let models = fit(&keys);
         let records = Records::new(pages, keys, cells, &models, tail, false);
         Self::assemble(pivot, Arc::new(records), models, buf)
+    }
+
+    /// The group's array hint ([`ArrayHint::NONE`] without a pivot),
+    /// fitted on the first call.
+    pub(crate) fn hint(&self) -> ArrayHint {
+        *self.hint.get_or_init(|| {
+            self.pivot.as_ref().map_or(ArrayHint::NONE, |p| {
+                ArrayHint::fit(p, &self.records.keys, &self.records.cells)
+            })
+        })
     }
 
     /// A new node over this group's records and delta, with `pivot` and

@@ -350,7 +350,7 @@ impl<K: Key> Root<K> {
                 .iter()
                 .map(|g| {
                     // SAFETY: as above.
-                    unsafe { g.as_ref() }.map_or(ArrayHint::NONE, |g| g.hint)
+                    unsafe { g.as_ref() }.map_or(ArrayHint::NONE, Group::hint)
                 })
                 .collect()
         };

@@ -471,12 +471,13 @@ fn hint_errors() {
             continue;
         };
         let (group_keys, _) = group.arrays();
-        let Some(pivot) = group.pivot.filter(|_| group.hint.is_some()) else {
+        let hint = group.hint();
+        let Some(pivot) = group.pivot.filter(|_| hint.is_some()) else {
             unhinted += group_keys.len();
             continue;
         };
         for (i, k) in group_keys.iter().enumerate() {
-            hint_hist[bucket(group.hint.predict(k.offset_from(&pivot)).abs_diff(i))] += 1;
+            hint_hist[bucket(hint.predict(k.offset_from(&pivot)).abs_diff(i))] += 1;
             model_hist[bucket(group.prediction(k).pos.abs_diff(i))] += 1;
             total += 1;
         }
