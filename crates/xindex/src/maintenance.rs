@@ -619,15 +619,11 @@ impl<K: Key> Inner<K> {
         // SAFETY: reachable from the current root.
         let old = unsafe { shared.deref() };
         let pivots = std::iter::once(old.pivot.clone()).chain(cuts.iter().cloned().map(Some));
-        let mut logical: Vec<GroupPtr<K>> = pivots
+        let logical: Vec<GroupPtr<K>> = pivots
             .map(|pivot| self.nodes.alloc_shared(old.part(pivot), guard))
             .collect();
-        let mut link = old.next.load(Ordering::Acquire, guard);
-        for part in logical.iter_mut().rev() {
-            // SAFETY: just allocated; not yet reachable by anyone else.
-            unsafe { part.deref() }.next.store(link, Ordering::Relaxed);
-            link = *part;
-        }
+        // SAFETY: just allocated; not yet reachable by anyone else.
+        unsafe { link_chain(&logical, old.next.load(Ordering::Acquire, guard)) };
         logical
     }
 
@@ -673,7 +669,7 @@ impl<K: Key> Inner<K> {
         let pivots = std::iter::once(old.pivot.clone()).chain(cuts.into_iter().map(Some));
         let (error_bound, max_models) = (self.config.error_bound, self.config.max_models);
         let last = records.len() - 1;
-        let mut built: Vec<GroupPtr<K>> = records
+        let built: Vec<GroupPtr<K>> = records
             .into_iter()
             .zip(pivots)
             .zip(tmps)
@@ -700,12 +696,8 @@ impl<K: Key> Inner<K> {
             })
             .collect();
         if chained {
-            let mut link = old.next.load(Ordering::Acquire, guard);
-            for group in built.iter_mut().rev() {
-                // SAFETY: just built; not yet reachable by anyone else.
-                unsafe { group.deref() }.next.store(link, Ordering::Relaxed);
-                link = *group;
-            }
+            // SAFETY: just built; not yet reachable by anyone else.
+            unsafe { link_chain(&built, old.next.load(Ordering::Acquire, guard)) };
         }
         built
     }
@@ -876,6 +868,21 @@ impl<K: Key> Inner<K> {
         // its own arrays, never the groups.
         unsafe { self.reclaimer.retire(old) };
         Counters::bump(&self.counters.root_updates);
+    }
+}
+
+/// Links each of `groups` to the one after it through `next`, and the last
+/// to `after`.
+///
+/// # Safety
+///
+/// The groups are alive and not yet reachable by any other thread.
+unsafe fn link_chain<K: Key>(groups: &[GroupPtr<K>], after: GroupPtr<K>) {
+    let mut link = after;
+    for group in groups.iter().rev() {
+        // SAFETY: forwarded from the contract.
+        unsafe { group.deref() }.next.store(link, Ordering::Relaxed);
+        link = *group;
     }
 }
 
