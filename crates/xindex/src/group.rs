@@ -12,8 +12,8 @@
 //!
 //! The record array and the delta are behind `Arc`s because several group
 //! nodes share them: a model split/merge clones the node with new models,
-//! and a group split first installs two logical groups over the same data
-//! (Algorithm 4, step 1).
+//! and a group split first installs one logical group per part over the
+//! same data (Algorithm 4, step 1).
 
 use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -240,7 +240,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
         // and behind a `next` link; count it once.
         let mut seen = std::collections::HashSet::new();
         // The logical parts of a split in progress share the split group's
-        // records and delta; the first part reports them.
+        // records and delta, and the two groups of a merge in progress one
+        // temporary delta; the first to be met reports them.
         let mut seen_records = std::collections::HashSet::new();
         let mut seen_deltas = std::collections::HashSet::new();
         for slot in root.slots.iter() {
@@ -266,7 +267,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
                     },
                     error_bounds: group.models.iter().map(|m| m.max_error).collect(),
                     delta_len: if own_delta { group.buf.len() } else { 0 }
-                        + group.tmp().map_or(0, |t| t.len()),
+                        + group
+                            .tmp()
+                            .filter(|t| seen_deltas.insert(std::ptr::from_ref(*t)))
+                            .map_or(0, |t| t.len()),
                     linked_only: linked,
                 });
                 linked = true;

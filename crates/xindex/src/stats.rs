@@ -4,7 +4,8 @@
 ///
 /// While a group split runs, its logical parts share the split group's
 /// records and delta: the first part reports them, the others report 0
-/// records and only their own temporary deltas.
+/// records and only their own temporary deltas. The two groups of a
+/// running merge share one temporary delta, which the first reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupStats {
     /// Records in the sorted array and its §3.5.2 append tail (live or
