@@ -12,6 +12,7 @@
 //! never stays pinned, because its epoch barriers wait for every thread
 //! pinned on the index's collector.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -305,10 +306,8 @@ impl<K: Key> Inner<K> {
             if reshaped {
                 self.update_root(guard);
             }
-            for (group, cuts) in std::mem::take(&mut walk.wide) {
-                self.split_wide(group, cuts, guard);
-            }
-            // Each wide split's parts took over their own slots in a root
+            self.split_wide(std::mem::take(&mut walk.wide), guard);
+            // The wide splits' parts took over their own slots in a root
             // update that also flattened every `next` link made before it.
             reshaped = false;
             changed = true;
@@ -563,47 +562,60 @@ impl<K: Key> Inner<K> {
         self.finish_split(shared, logical, &built)
     }
 
-    /// Group split into more than [`CHAINED_SPLIT_PARTS`] parts, at `cuts` (from
-    /// [`split_keys`]): a group grown to several times
+    /// Group splits into more than [`CHAINED_SPLIT_PARTS`] parts, each at
+    /// its `cuts` (from [`split_keys`]): a group grown to several times
     /// `initial_group_size`, by a burst of inserts between passes, is back
     /// to the shape a bulk load gives in one pass, instead of after a
     /// halving and model splits per pass. Each operation routed to a chain
     /// of `next` links walks it, and a burst's chain may be hundreds of
-    /// parts long, so the root is updated as soon as the logical parts are
-    /// installed, and each new group replaces its logical part in the
-    /// part's own slot. `shared` must sit in a slot of the current root
-    /// (nothing is done otherwise).
-    fn split_wide(&self, shared: GroupPtr<K>, cuts: Vec<K>, guard: &'static Guard) {
-        let slot_of = |root: &Root<K>, group: GroupPtr<K>| {
+    /// parts long, so once every group's logical parts are installed, one
+    /// root update gives each part a slot, and each new group replaces its
+    /// logical part there. A group not in a slot of the current root is
+    /// left for a later pass.
+    fn split_wide(&self, wide: Vec<(GroupPtr<K>, Vec<K>)>, guard: &'static Guard) {
+        let slots_of = |root: &Root<K>| -> HashMap<*const Group<K>, usize> {
             root.slots
                 .iter()
-                .position(|s| s.load(Ordering::Acquire, guard) == group)
+                .enumerate()
+                .map(|(i, s)| (s.load(Ordering::Acquire, guard).as_raw(), i))
+                .collect()
         };
+        // Step 1 for every group, then one root over all the parts.
         let root = self.current_root(guard);
-        let Some(slot) = slot_of(root, shared) else {
+        let slots = slots_of(root);
+        let mut splits = Vec::with_capacity(wide.len());
+        for (shared, cuts) in wide {
+            let Some(&slot) = slots.get(&shared.as_raw()) else {
+                continue;
+            };
+            let logical = self.logical_parts(shared, &cuts, guard);
+            root.slots[slot].store(logical[0], Ordering::Release);
+            splits.push((shared, cuts, logical));
+        }
+        if splits.is_empty() {
             return;
-        };
-        // Step 1, then a root over the parts.
-        let logical = self.logical_parts(shared, &cuts, guard);
-        root.slots[slot].store(logical[0], Ordering::Release);
+        }
         self.update_root(guard);
         let root = self.current_root(guard);
-        let first = slot_of(root, logical[0]).expect("a root update keeps every group");
-        debug_assert!(
-            logical
-                .iter()
-                .enumerate()
-                .all(|(i, &part)| root.slots[first + i].load(Ordering::Acquire, guard) == part),
-            "a root update gives the parts consecutive slots"
-        );
-        // Step 2.1, merge phase.
-        let built = self.merged_parts(shared, &logical, cuts, false, guard);
-        self.hooks.fire(Phase::Merged);
-        for (i, &group) in built.iter().enumerate() {
-            root.slots[first + i].store(group, Ordering::Release);
+        let slots = slots_of(root);
+        for (shared, cuts, logical) in splits {
+            let first = slots[&logical[0].as_raw()];
+            debug_assert!(
+                logical
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &part)| root.slots[first + i].load(Ordering::Acquire, guard) == part),
+                "a root update gives the parts consecutive slots"
+            );
+            // Step 2.1, merge phase.
+            let built = self.merged_parts(shared, &logical, cuts, false, guard);
+            self.hooks.fire(Phase::Merged);
+            for (i, &group) in built.iter().enumerate() {
+                root.slots[first + i].store(group, Ordering::Release);
+            }
+            self.hooks.fire(Phase::Installed);
+            self.finish_split(shared, logical, &built);
         }
-        self.hooks.fire(Phase::Installed);
-        self.finish_split(shared, logical, &built);
     }
 
     /// Step 1 of a split: one logical group per part over `shared`'s
