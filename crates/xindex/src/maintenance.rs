@@ -222,13 +222,19 @@ pub(crate) fn rebuilt_tail(config: &Config, top: Option<&TopInserts>) -> Option<
 
 /// [`TopInserts`] of the frozen `group`, whose live records are `merged`.
 fn top_inserts<K: Key>(group: &Group<K>, merged: &[(K, Record<'_>)]) -> TopInserts {
+    top_inserts_by(group, merged, |(k, _)| k)
+}
+
+/// [`top_inserts`] over any sorted run of `group`'s keys (`key` reads
+/// one from an item).
+fn top_inserts_by<K: Key, T>(group: &Group<K>, sorted: &[T], key: impl Fn(&T) -> &K) -> TopInserts {
     let (_, appended) = group.records.lengths();
     // Above the array, not above the tail: keys that arrived while the
     // tail was still closed (in the rebuild that built this group) sit in
     // the delta below the tail's, and are as sequential as those.
     let above_array = match group.records.keys.last() {
-        Some(top) => merged.len() - merged.partition_point(|(k, _)| k <= top),
-        None => merged.len(),
+        Some(top) => sorted.len() - sorted.partition_point(|t| key(t) <= top),
+        None => sorted.len(),
     };
     let above = above_array - appended.min(above_array);
     TopInserts {
@@ -901,7 +907,7 @@ unsafe fn link_chain<K: Key>(groups: &[GroupPtr<K>], after: GroupPtr<K>) {
 /// Most parts a split installs as a chain of `next` links, walked by the
 /// operations routed to it until the pass's root update (at most three
 /// extra hops). Splits into more parts take root slots at once
-/// (`Inner::split_wide`), at the cost of a root update each.
+/// (`Inner::split_wide`), at the cost of one root update per pass.
 const CHAINED_SPLIT_PARTS: usize = 4;
 
 /// Into how many groups a split cuts a group of `records` records: two
@@ -919,13 +925,12 @@ pub(crate) fn split_parts(records: usize, group_size: usize) -> usize {
 fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
-    let mut keys: Vec<&K> = (0..array_len + tail_len)
-        .filter_map(|i| records.key_at(i))
+    let mut keys: Vec<K> = (0..array_len + tail_len)
+        .filter_map(|i| records.key_at(i).cloned())
         .collect();
-    keys.extend(group.buf.records().into_iter().map(|r| r.key()));
+    keys.extend(group.buf.records().into_iter().map(|r| r.key().clone()));
     keys.sort_unstable();
     keys.dedup();
-    let keys: Vec<K> = keys.into_iter().cloned().collect();
     let mut cuts: Vec<K> = split_starts(&keys, config)
         .into_iter()
         .skip(1)
@@ -934,15 +939,11 @@ fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
     // Keys ascending above the array keep arriving until the freeze, and
     // would all land in the top part, unfitted: one more part, from the
     // highest key seen here, takes them, so the others stay as settled.
-    let above_array = match records.keys.last() {
-        Some(top) => keys.len() - keys.partition_point(|k| k <= top),
-        None => keys.len(),
-    };
+    // (A split always has new keys or a bad fit; a tail kept without new
+    // keys does not ask for the part.)
     let top = TopInserts {
-        appended: tail_len,
-        above: above_array - tail_len.min(above_array),
-        delta: group.buf.len(),
         had_tail: false,
+        ..top_inserts_by(group, &keys, |k| k)
     };
     if let Some(highest) = keys.last()
         && keys.len() >= 2

@@ -784,7 +784,7 @@ impl FlatLearned {
         let start = (predicted as i64 - 8).clamp(0, n.saturating_sub(16) as i64) as usize;
         lidx_core::prefetch::prefetch_lines(self.keys[start..].as_ptr(), 2);
         lidx_core::prefetch::prefetch(&self.values[(start + 8).min(n - 1)]);
-        let window: &[u64; 16] = self.keys[start..start + 16].try_into().ok()?;
+        let window: &[u64; 16] = self.keys.get(start..start + 16)?.try_into().ok()?;
         let below = window.iter().filter(|&&w| w < k).count();
         let position = start + below;
         (self.keys.get(position) == Some(&k)).then(|| self.values[position])
