@@ -15,13 +15,12 @@
 //! and a group split first installs one logical group per part over the
 //! same data (Algorithm 4, step 1).
 
-use std::ops::{Bound, Range};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_epoch::Atomic;
 use lidx_core::Key;
-use lidx_core::model::linear::fit_least_squares;
 use lidx_core::model::{LinearModel, PositionModel, optimal_pla, round_clamp};
 use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_lines, prefetch_slice};
 use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
@@ -30,6 +29,7 @@ use crate::delta::Delta;
 use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
 use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
+use crate::submodels::{SubModel, fewest_models, worst_error};
 use crate::tail::{Tail, TailSpec};
 
 /// Keys and their record cells, sorted by key, never resized; optionally
@@ -116,95 +116,6 @@ fn tail_start_model<K: Key>(models: &[SubModel<K>], array_len: usize) -> Option<
         last.model.slope,
         last.model.intercept + shift,
     ))
-}
-
-/// One linear model over `keys[start..start + len]`.
-#[derive(Clone)]
-pub(crate) struct SubModel<K> {
-    /// Smallest key of the model's range; `None` for the first model,
-    /// which also serves keys below the group's first record.
-    pub(crate) first_key: Option<K>,
-    pub(crate) start: usize,
-    pub(crate) len: usize,
-    pub(crate) model: LinearModel<K>,
-    pub(crate) max_error: usize,
-}
-
-/// Fits `count` models (clamped to `1..=keys.len()`) over equal shares of
-/// `keys`, as model split and merge reassign data evenly (§3.1.4).
-pub(crate) fn fit_models<K: Key>(keys: &[K], count: usize) -> Box<[SubModel<K>]> {
-    let n = keys.len();
-    let count = count.clamp(1, n.max(1));
-    (0..count)
-        .map(|i| {
-            let start = i * n / count;
-            let end = (i + 1) * n / count;
-            let slice = &keys[start..end];
-            let (model, max_error) = match fit_least_squares(slice) {
-                Ok(fitted) => (fitted.model, fitted.max_error),
-                // Record arrays are sorted by construction, and a fit over
-                // no keys fails only for a key type without an all-zero
-                // encoding, which `XIndex::bulk_load` refuses: this cannot
-                // happen. A flat model with a full-width error stays
-                // correct because every search verifies its window anyway.
-                Err(_) => (LinearModel::constant(keys[start].clone(), 0.0), slice.len()),
-            };
-            SubModel {
-                first_key: (i > 0).then(|| keys[start].clone()),
-                start,
-                len: end - start,
-                model,
-                max_error,
-            }
-        })
-        .collect()
-}
-
-/// The fewest models (up to `max_models`) over `keys` whose errors stay
-/// within `error_bound`, and whether that bound was met (if not, the
-/// `max_models` fit is returned).
-pub(crate) fn fewest_models<K: Key>(
-    keys: &[K],
-    error_bound: usize,
-    max_models: usize,
-) -> (Box<[SubModel<K>]>, bool) {
-    let mut count = 1;
-    let mut models = fit_models(keys, count);
-    while count < max_models && worst_error(&models) > error_bound {
-        count += 1;
-        models = fit_models(keys, count);
-    }
-    let fits = worst_error(&models) <= error_bound;
-    (models, fits)
-}
-
-/// A range of a key array and the models fitted to it.
-pub(crate) type FittedRange<K> = (Range<usize>, Box<[SubModel<K>]>);
-
-/// Ranges of sorted `keys`, in order, each with its fewest models (up to
-/// `max_models`) meeting `error_bound`, found by halving the whole range
-/// until they do (or a range has one key): the groups a bulk load makes of
-/// one chunk, and the parts a group split makes of one piece.
-pub(crate) fn settled_ranges<K: Key>(
-    keys: &[K],
-    error_bound: usize,
-    max_models: usize,
-) -> Vec<FittedRange<K>> {
-    let mut out = Vec::new();
-    // Ranges still to place, rightmost on top of the stack.
-    let mut pending = Vec::new();
-    pending.push(0..keys.len());
-    while let Some(range) = pending.pop() {
-        let (models, fits) = fewest_models(&keys[range.clone()], error_bound, max_models);
-        if !fits && range.len() >= 2 {
-            let middle = range.start + range.len() / 2;
-            pending.push(middle..range.end);
-            pending.push(range.start..middle);
-            continue;
-        }
-        out.push((range, models));
-    }
-    out
 }
 
 /// Segments a [`Router`] holds inline; a group with more models than
@@ -701,6 +612,21 @@ impl<K: Key> Group<K> {
         self.record_near(key, predicted)
     }
 
+    /// [`record`](Self::record) for a put: a key predicted at the array's
+    /// end and above its last key (an append) skips the key search, whose
+    /// count cost appends about a tenth of their time. Other keys pay one
+    /// compare, and no line the search would not load.
+    #[inline(always)]
+    pub(crate) fn record_unless_above(&self, key: &K) -> Option<Record<'_>> {
+        let predicted = self.prediction(key);
+        let keys = &self.keys;
+        if predicted.pos + 1 >= keys.len() && keys.last().is_none_or(|last| key > last) {
+            return None;
+        }
+        self.prefetch_cells(predicted.pos);
+        self.record_near(key, predicted)
+    }
+
     /// First half of a pipelined [`record`](Self::record): the predicted
     /// position of `key`, with its key and cell lines requested.
     #[inline]
@@ -919,13 +845,10 @@ fn prefetch_near(cells: &[CellBlock], predicted: usize) {
     }
 }
 
-fn worst_error<K>(models: &[SubModel<K>]) -> usize {
-    models.iter().map(|m| m.max_error).max().unwrap_or(0)
-}
-
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+    use crate::submodels::fit_models;
     use proptest::prelude::*;
 
     /// Keys whose gaps change scale every few keys: one line per model
@@ -1226,17 +1149,5 @@ mod tests {
         prefetch_near(&[], usize::MAX);
         // A hint changes nothing observable.
         assert_eq!(record_at(&cells, 9).read(), Some(9));
-    }
-
-    #[test]
-    fn fewest_models_reports_whether_the_bound_is_met() {
-        // Quadratic keys need several models or groups at a small bound.
-        let keys: Vec<u64> = (0..5000u64).map(|i| 16 * i * i + (i % 7) * 13).collect();
-        let (models, fits) = fewest_models(&keys, 4, 2);
-        assert!(!fits, "too hard for 2 models at error 4");
-        assert_eq!(models.len(), 2);
-        let line: Vec<u64> = (0..50u64).map(|i| i * 10).collect();
-        let (models, fits) = fewest_models(&line, 4, 2);
-        assert!(fits && models.iter().all(|m| m.max_error <= 4));
     }
 }

@@ -13,7 +13,7 @@ use lidx_core::{Error, Key, Result, background};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::{Config, SequentialGroups};
-use crate::group::{Group, SubModel, settled_ranges};
+use crate::group::Group;
 use crate::inner::Inner;
 use crate::maintenance::Pass;
 use crate::node_slab::NodeSlab;
@@ -22,6 +22,7 @@ use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, SLOTS};
 use crate::root::Root;
 use crate::stats::{GroupStats, Stats};
+use crate::submodels::{SubModel, settled_ranges};
 use crate::value::Value;
 
 /// Records fetched per epoch pin by range iterators.

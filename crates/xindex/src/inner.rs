@@ -542,7 +542,7 @@ pub(crate) fn try_put<K: Key>(
     // In place in the array; a removed array record is never revived, so
     // the compaction that skipped it cannot lose this put.
     if tail.is_none()
-        && let Some(cell) = group.record(key)
+        && let Some(cell) = group.record_unless_above(key)
         && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
     {
         return done(previous);

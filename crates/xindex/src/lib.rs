@@ -46,6 +46,7 @@ mod reclaim;
 mod record;
 mod root;
 mod stats;
+mod submodels;
 mod sync;
 mod tail;
 mod value;

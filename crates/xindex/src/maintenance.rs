@@ -25,13 +25,14 @@ use parking_lot::MutexGuard;
 
 use crate::config::{Config, SequentialGroups};
 use crate::delta::Delta;
-use crate::group::{Group, fewest_models, fit_models, settled_ranges};
+use crate::group::Group;
 use crate::hooks::Phase;
 use crate::inner::{Counters, Inner};
 #[cfg(doc)]
 use crate::pages::Pages;
 use crate::record::Record;
 use crate::root::Root;
+use crate::submodels::{SubModel, fewest_models, fit_models, remeasured, settled_ranges};
 use crate::tail::TailSpec;
 
 /// A group pointer as read by maintenance: alive for the whole pass.
@@ -100,9 +101,9 @@ struct Walk<K: 'static> {
     /// Some group's small delta was left to wait.
     waiting: bool,
     /// Groups due for a split into more than [`CHAINED_SPLIT_PARTS`]
-    /// parts, with the parts' pivots: split after the walk, their parts
-    /// taking root slots at once.
-    wide: Vec<(GroupPtr<K>, Vec<K>)>,
+    /// parts, with their plans: split after the walk, their parts taking
+    /// root slots at once.
+    wide: Vec<(GroupPtr<K>, SplitPlan<K>)>,
 }
 
 /// `Inner::quiet_at` when the last pass did something or left a delta
@@ -357,12 +358,12 @@ impl<K: Key> Inner<K> {
         if group.buf.len() > c.delta_threshold || (error > c.error_bound && models >= c.max_models)
         {
             // Table 2 rows c and d.
-            let cuts = split_keys(group, c);
-            if cuts.len() + 1 > CHAINED_SPLIT_PARTS {
-                walk.wide.push((shared, cuts));
+            let plan = split_plan(group, c);
+            if plan.cuts.len() + 1 > CHAINED_SPLIT_PARTS {
+                walk.wide.push((shared, plan));
                 return (group, true, false);
             }
-            if let Some(last) = self.split_group(location, shared, cuts, guard) {
+            if let Some(last) = self.split_group(location, shared, plan, guard) {
                 return (last, true, true);
             }
         }
@@ -430,7 +431,7 @@ impl<K: Key> Inner<K> {
         &self,
         location: &Atomic<Group<K>>,
         shared: GroupPtr<K>,
-        models: Box<[crate::group::SubModel<K>]>,
+        models: Box<[SubModel<K>]>,
         guard: &'static Guard,
     ) -> GroupPtr<K> {
         // SAFETY: reachable from the current root.
@@ -542,26 +543,26 @@ impl<K: Key> Inner<K> {
         self.hooks.fire(Phase::Copied);
     }
 
-    /// Group split (Algorithm 4) at `cuts` (from [`split_keys`]; at most
+    /// Group split (Algorithm 4) by `plan` (from [`split_plan`]; at most
     /// [`CHAINED_SPLIT_PARTS`] parts): the paper's two parts, or a few more, each
     /// reached through the one before it until the pass's root update.
-    /// Returns the last part, or `None` when `cuts` is empty (fewer than
+    /// Returns the last part, or `None` when it has no cuts (fewer than
     /// two keys to split between).
     fn split_group(
         &self,
         location: &Atomic<Group<K>>,
         shared: GroupPtr<K>,
-        cuts: Vec<K>,
+        plan: SplitPlan<K>,
         guard: &'static Guard,
     ) -> Option<&'static Group<K>> {
-        if cuts.is_empty() {
+        if plan.cuts.is_empty() {
             return None;
         }
         // Step 1: logical groups over the shared data.
-        let logical = self.logical_parts(shared, &cuts, guard);
+        let logical = self.logical_parts(shared, &plan.cuts, guard);
         location.store(logical[0], Ordering::Release);
         // Step 2.1, merge phase.
-        let built = self.merged_parts(shared, &logical, cuts, true, guard);
+        let built = self.merged_parts(shared, &logical, plan, true, guard);
         self.hooks.fire(Phase::Merged);
         location.store(built[0], Ordering::Release);
         self.hooks.fire(Phase::Installed);
@@ -569,7 +570,7 @@ impl<K: Key> Inner<K> {
     }
 
     /// Group splits into more than [`CHAINED_SPLIT_PARTS`] parts, each at
-    /// its `cuts` (from [`split_keys`]): a group grown to several times
+    /// its `plan` (from [`split_plan`]): a group grown to several times
     /// `initial_group_size`, by a burst of inserts between passes, is back
     /// to the shape a bulk load gives in one pass, instead of after a
     /// halving and model splits per pass. Each operation routed to a chain
@@ -578,7 +579,7 @@ impl<K: Key> Inner<K> {
     /// root update gives each part a slot, and each new group replaces its
     /// logical part there. A group not in a slot of the current root is
     /// left for a later pass.
-    fn split_wide(&self, wide: Vec<(GroupPtr<K>, Vec<K>)>, guard: &'static Guard) {
+    fn split_wide(&self, wide: Vec<(GroupPtr<K>, SplitPlan<K>)>, guard: &'static Guard) {
         let slots_of = |root: &Root<K>| -> HashMap<*const Group<K>, usize> {
             root.slots
                 .iter()
@@ -590,13 +591,13 @@ impl<K: Key> Inner<K> {
         let root = self.current_root(guard);
         let slots = slots_of(root);
         let mut splits = Vec::with_capacity(wide.len());
-        for (shared, cuts) in wide {
+        for (shared, plan) in wide {
             let Some(&slot) = slots.get(&shared.as_raw()) else {
                 continue;
             };
-            let logical = self.logical_parts(shared, &cuts, guard);
+            let logical = self.logical_parts(shared, &plan.cuts, guard);
             root.slots[slot].store(logical[0], Ordering::Release);
-            splits.push((shared, cuts, logical));
+            splits.push((shared, plan, logical));
         }
         if splits.is_empty() {
             return;
@@ -604,7 +605,7 @@ impl<K: Key> Inner<K> {
         self.update_root(guard);
         let root = self.current_root(guard);
         let slots = slots_of(root);
-        for (shared, cuts, logical) in splits {
+        for (shared, plan, logical) in splits {
             let first = slots[&logical[0].as_raw()];
             debug_assert!(
                 logical
@@ -614,7 +615,7 @@ impl<K: Key> Inner<K> {
                 "a root update gives the parts consecutive slots"
             );
             // Step 2.1, merge phase.
-            let built = self.merged_parts(shared, &logical, cuts, false, guard);
+            let built = self.merged_parts(shared, &logical, plan, false, guard);
             self.hooks.fire(Phase::Merged);
             for (i, &group) in built.iter().enumerate() {
                 root.slots[first + i].store(group, Ordering::Release);
@@ -648,14 +649,15 @@ impl<K: Key> Inner<K> {
     /// Step 2.1 of a split, once the `logical` parts are installed: freeze
     /// `shared`'s delta, wait out its writers, and build one group per
     /// part from the merged records, each with the fewest models meeting
-    /// the error bound and the part's temporary delta as its own. With
+    /// the error bound (the plan's, if they still meet it on the part's
+    /// keys now) and the part's temporary delta as its own. With
     /// `chained`, each links to the next and the last to `shared`'s
     /// successor; otherwise none links (each takes a root slot).
     fn merged_parts(
         &self,
         shared: GroupPtr<K>,
         logical: &[GroupPtr<K>],
-        cuts: Vec<K>,
+        plan: SplitPlan<K>,
         chained: bool,
         guard: &'static Guard,
     ) -> Vec<GroupPtr<K>> {
@@ -677,6 +679,7 @@ impl<K: Key> Inner<K> {
         let mut merged = live_records(old);
         // Ascending inserts arrived at the top, which the last part takes.
         let top_tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
+        let SplitPlan { cuts, models } = plan;
         let mut records = Vec::with_capacity(cuts.len() + 1);
         for cut in cuts.iter().rev() {
             let at = merged.partition_point(|(k, _)| k < cut);
@@ -691,8 +694,11 @@ impl<K: Key> Inner<K> {
             .into_iter()
             .zip(pivots)
             .zip(tmps)
+            // Every part has an entry when there are cuts; none is ever
+            // dropped for want of one.
+            .zip(models.into_iter().chain(std::iter::repeat_with(|| None)))
             .enumerate()
-            .map(|(i, ((records, pivot), tmp))| {
+            .map(|(i, (((records, pivot), tmp), planned))| {
                 let tail = if i == last {
                     top_tail
                 } else {
@@ -705,7 +711,11 @@ impl<K: Key> Inner<K> {
                         &self.pages,
                         pivot,
                         records,
-                        |keys| fewest_models(keys, error_bound, max_models).0,
+                        |keys| {
+                            planned
+                                .and_then(|models| remeasured(models, keys, error_bound))
+                                .unwrap_or_else(|| fewest_models(keys, error_bound, max_models).0)
+                        },
                         tmp,
                         tail,
                     )
@@ -917,12 +927,25 @@ pub(crate) fn split_parts(records: usize, group_size: usize) -> usize {
     (records / group_size.max(1)).max(2)
 }
 
-/// The pivots of a split's parts after the first: keys of the group's
+/// Where a split cuts a group, and the models fitted to each part's keys
+/// as the plan saw them.
+pub(crate) struct SplitPlan<K> {
+    /// The pivots of the parts after the first, strictly ascending.
+    pub(crate) cuts: Vec<K>,
+    /// One entry per part (`cuts.len() + 1`, or none without cuts): the
+    /// models fitted to the part's keys in the snapshot, `None` for a part
+    /// the snapshot did not fit (the late-arrival part and the one before
+    /// it).
+    models: Vec<Option<Box<[SubModel<K>]>>>,
+}
+
+/// How to split `group`: its parts after the first start at keys of its
 /// array, tail and delta (removed records included; they only shift the
 /// cuts slightly) at even steps, strictly ascending and above the
-/// smallest key so that no part is empty in key range. Empty when the
-/// group has fewer than two keys.
-fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
+/// smallest key so that no part is empty in key range, each part fitted
+/// as it stands ([`split_starts`]). No cuts when the group has fewer than
+/// two keys.
+fn split_plan<K: Key>(group: &Group<K>, config: &Config) -> SplitPlan<K> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let mut keys: Vec<K> = (0..array_len + tail_len)
@@ -931,11 +954,13 @@ fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
     keys.extend(group.buf.records().into_iter().map(|r| r.key().clone()));
     keys.sort_unstable();
     keys.dedup();
-    let mut cuts: Vec<K> = split_starts(&keys, config)
-        .into_iter()
+    let parts = split_starts(&keys, config);
+    let mut cuts: Vec<K> = parts
+        .iter()
         .skip(1)
-        .map(|i| keys[i].clone())
+        .map(|(i, _)| keys[*i].clone())
         .collect();
+    let mut models: Vec<_> = parts.into_iter().map(|(_, m)| Some(m)).collect();
     // Keys ascending above the array keep arriving until the freeze, and
     // would all land in the top part, unfitted: one more part, from the
     // highest key seen here, takes them, so the others stay as settled.
@@ -951,16 +976,27 @@ fn split_keys<K: Key>(group: &Group<K>, config: &Config) -> Vec<K> {
         && cuts.last() != Some(highest)
     {
         cuts.push(highest.clone());
+        // The part below gives its highest key to the new one: refitted.
+        if let Some(below) = models.last_mut() {
+            *below = None;
+        }
+        models.push(None);
     }
-    cuts
+    if cuts.is_empty() {
+        models.clear();
+    }
+    SplitPlan { cuts, models }
 }
 
-/// Where the parts of a split of `keys` (sorted, distinct) begin: the
-/// first of [`split_parts`] even pieces, each cut further as a bulk load
-/// cuts a chunk ([`settled_ranges`]), so that the new groups meet the
-/// error bound from the start instead of after more splits. Starts at 0;
-/// one start per key at most.
-pub(crate) fn split_starts<K: Key>(keys: &[K], config: &Config) -> Vec<usize> {
+/// Where the parts of a split of `keys` (sorted, distinct) begin, with
+/// the models fitted to each: the first of [`split_parts`] even pieces,
+/// each cut further as a bulk load cuts a chunk ([`settled_ranges`]), so
+/// that the new groups meet the error bound from the start instead of
+/// after more splits. Starts at 0; one start per key at most.
+pub(crate) fn split_starts<K: Key>(
+    keys: &[K],
+    config: &Config,
+) -> Vec<(usize, Box<[SubModel<K>]>)> {
     let parts = split_parts(keys.len(), config.initial_group_size).min(keys.len());
     let mut starts = Vec::with_capacity(parts);
     for i in 0..parts {
@@ -969,7 +1005,7 @@ pub(crate) fn split_starts<K: Key>(keys: &[K], config: &Config) -> Vec<usize> {
         starts.extend(
             settled
                 .into_iter()
-                .map(|(range, _)| piece.start + range.start),
+                .map(|(range, models)| (piece.start + range.start, models)),
         );
     }
     starts
@@ -1201,9 +1237,15 @@ mod tests {
     #[test]
     fn split_parts_meet_the_error_bound() {
         let config = Config::default();
+        let starts_of = |parts: &[(usize, Box<[SubModel<u64>]>)]| -> Vec<usize> {
+            parts.iter().map(|(start, _)| *start).collect()
+        };
         // Evenly spaced: one line fits any piece, so the even pieces stand.
         let line: Vec<u64> = (0..10_000u64).map(|k| k * 7).collect();
-        assert_eq!(split_starts(&line, &config), vec![0, 2_500, 5_000, 7_500]);
+        assert_eq!(
+            starts_of(&split_starts(&line, &config)),
+            vec![0, 2_500, 5_000, 7_500]
+        );
         // Clustered keys: pieces are cut further until each fits.
         let mut state = 3u64;
         let mut key = 0u64;
@@ -1216,14 +1258,21 @@ mod tests {
                 key
             })
             .collect();
-        let starts = split_starts(&bent, &config);
+        let parts = split_starts(&bent, &config);
+        let starts = starts_of(&parts);
         assert_eq!(starts[0], 0);
         assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
         assert!(starts.len() > split_parts(bent.len(), config.initial_group_size));
         let ends = starts.iter().skip(1).copied().chain([bent.len()]);
-        for (start, end) in starts.iter().copied().zip(ends) {
-            let (_, fits) = fewest_models(&bent[start..end], config.error_bound, config.max_models);
+        for ((start, end), (_, models)) in starts.iter().copied().zip(ends).zip(&parts) {
+            // The part's models are its fewest fitted alone, and they fit.
+            let (alone, fits) =
+                fewest_models(&bent[start..end], config.error_bound, config.max_models);
             assert!(fits, "part {start}..{end} does not fit");
+            let shape = |m: &[SubModel<u64>]| -> Vec<(usize, usize, usize)> {
+                m.iter().map(|m| (m.start, m.len, m.max_error)).collect()
+            };
+            assert_eq!(shape(models), shape(&alone), "part {start}..{end}");
         }
         // Never more starts than keys, never an empty part.
         for n in 0..5 {
@@ -1232,7 +1281,7 @@ mod tests {
                 initial_group_size: 1,
                 ..Config::default()
             };
-            let starts = split_starts(&keys, &tiny);
+            let starts = starts_of(&split_starts(&keys, &tiny));
             assert!(starts.len() <= n as usize);
             assert!(starts.windows(2).all(|w| w[0] < w[1]));
         }
