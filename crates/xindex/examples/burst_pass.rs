@@ -1,0 +1,87 @@
+//! How fast maintenance absorbs a burst of inserts: half of a key set
+//! bulk-loaded with the background thread off, a burst of the next keys
+//! inserted in ascending order (all into the top group's delta), then one
+//! timed pass (`maintain_now`), which splits that group into settled parts.
+//! Prints the bulk load's time and the pass's time per burst key, medians
+//! of five builds. Deterministic: no thread races the pass.
+//!
+//! `cargo run -p lidx-xindex --release --example burst_pass [SOSD u64 file]`
+//! (default: osm from `../shared/data`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use lidx_xindex::{Config, XIndex};
+
+const RUNS: usize = 5;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> lidx_core::Result<()> {
+    let path = std::env::args().nth(1).map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/data/sosdlike_osm_cellids_1M_uint64")
+        },
+        PathBuf::from,
+    );
+    let mut keys = lidx_core::keyset::open_sosd_u64(&path)?.as_slice().to_vec();
+    keys.dedup();
+    let half = keys.len() / 2;
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let load =
+        || XIndex::<u64, u64>::bulk_load(keys[..half].iter().map(|&k| (k, k)), config.clone());
+
+    let mut loads = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        drop(load()?);
+        loads.push(t.elapsed().as_secs_f64());
+    }
+    let load_s = median(loads);
+    println!(
+        "bulk load of {half} keys: {:.1} ms ({:.0} ns per key)",
+        load_s * 1e3,
+        load_s * 1e9 / half as f64
+    );
+
+    for burst in [50_000usize, 200_000, 400_000] {
+        let burst = burst.min(keys.len() - half);
+        let mut passes = Vec::new();
+        let mut shape = String::new();
+        for _ in 0..RUNS {
+            let index = load()?;
+            for &k in &keys[half..half + burst] {
+                index.insert(k, k);
+            }
+            let t = Instant::now();
+            index.maintain_now();
+            passes.push(t.elapsed().as_secs_f64());
+            let stats = index.stats();
+            let worst = stats
+                .groups
+                .iter()
+                .flat_map(|g| g.error_bounds.iter().copied())
+                .max()
+                .unwrap_or(0);
+            shape = format!(
+                "{} groups, worst model error {worst}, {} keys left in deltas",
+                stats.group_count(),
+                stats.delta_total()
+            );
+        }
+        let pass_s = median(passes);
+        println!(
+            "burst of {burst}: first pass {:.1} ms ({:.0} ns per burst key); after it {shape}",
+            pass_s * 1e3,
+            pass_s * 1e9 / burst as f64
+        );
+    }
+    Ok(())
+}
