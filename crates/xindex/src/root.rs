@@ -497,7 +497,7 @@ impl<K: Key> Root<K> {
     /// [`slot_prefetched`](Self::slot_prefetched)) chose for `key`.
     #[inline(always)]
     pub(crate) fn route_from<'g>(&'g self, slot: usize, key: &K, guard: &'g Guard) -> &'g Group<K> {
-        let mut group = self.slot_group(slot, guard);
+        let (_, mut group) = self.slot_group(slot, guard);
         // SAFETY: `next` links are unlinked before their groups are
         // reclaimed (with `Reclaimer::retire`), and `guard` is pinned.
         while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
@@ -509,16 +509,17 @@ impl<K: Key> Root<K> {
         group
     }
 
-    /// The group in `slot`, or in the nearest slot before it if merged away.
+    /// The group in `slot`, or in the nearest slot before it if merged
+    /// away, and the slot it was found in.
     #[inline(always)]
-    fn slot_group<'g>(&'g self, mut slot: usize, guard: &'g Guard) -> &'g Group<K> {
+    fn slot_group<'g>(&'g self, mut slot: usize, guard: &'g Guard) -> (usize, &'g Group<K>) {
         loop {
             let shared = self.slots[slot].load(Ordering::Acquire, guard);
             // SAFETY: groups reachable from a root are reclaimed only through
             // `Reclaimer::retire` after being unlinked, and `guard` was pinned
             // before this root was loaded.
             if let Some(group) = unsafe { shared.as_ref() } {
-                return group;
+                return (slot, group);
             }
             // Merged away: the group before it took over its range. Slot 0
             // is never merged away, so this stops.
@@ -544,6 +545,16 @@ impl<K: Key> Root<K> {
 
     /// From the predicted slot: back over merged-away slots, then along
     /// `next` links while their pivots are `<= key` (`None`: stay put).
+    ///
+    /// The upper end of a group in a slot is the pivot of the next slot in
+    /// use, read after the group. A group merge installs the merged group
+    /// in the earlier slot before it empties the later one, so a merge of
+    /// the group with its neighbour between the two reads would make the
+    /// end the merged group's, above every key the group read holds, and a
+    /// scan would skip the neighbour's keys. The group still in its slot
+    /// after the end was read rules that out (had the later slot been seen
+    /// empty, the merged group would be seen in the earlier one); otherwise
+    /// it is read again.
     #[inline]
     fn locate<'g>(
         &'g self,
@@ -551,25 +562,50 @@ impl<K: Key> Root<K> {
         key: Option<&K>,
         guard: &'g Guard,
     ) -> (&'g Group<K>, Option<&'g K>) {
-        let mut group = self.slot_group(predicted, guard);
-        // SAFETY: `next` links are unlinked before their groups are
-        // reclaimed (with `Reclaimer::retire`), and `guard` is pinned.
-        while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
-            match (&next.pivot, key) {
-                (Some(p), Some(key)) if p <= key => group = next,
-                (pivot, _) => return (group, pivot.as_ref()),
+        loop {
+            let (slot, head) = self.slot_group(predicted, guard);
+            #[cfg(all(test, not(xindex_loom)))]
+            tests::after_slot_read();
+            let mut group = head;
+            // SAFETY: `next` links are unlinked before their groups are
+            // reclaimed (with `Reclaimer::retire`), and `guard` is pinned.
+            while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
+                match (&next.pivot, key) {
+                    (Some(p), Some(key)) if p <= key => group = next,
+                    (pivot, _) => return (group, pivot.as_ref()),
+                }
+            }
+            let upper = (predicted..self.pivots.len())
+                .find(|&j| !self.slots[j + 1].load(Ordering::Acquire, guard).is_null())
+                .map(|j| &self.pivots[j]);
+            if std::ptr::eq(
+                self.slots[slot].load(Ordering::Acquire, guard).as_raw(),
+                head,
+            ) {
+                return (group, upper);
             }
         }
-        let upper = (predicted..self.pivots.len())
-            .find(|&j| !self.slots[j + 1].load(Ordering::Acquire, guard).is_null())
-            .map(|j| &self.pivots[j]);
-        (group, upper)
     }
 }
 
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Runs once, on this thread, right after the next `locate` has
+        /// read its group's slot: a test's concurrent writer, placed in
+        /// the window between that read and the read of the upper end.
+        static AFTER_SLOT_READ: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    /// The hook `locate` calls after its slot read.
+    pub(super) fn after_slot_read() {
+        if let Some(hook) = AFTER_SLOT_READ.with(|h| h.borrow_mut().take()) {
+            hook();
+        }
+    }
 
     #[test]
     fn hints_only_when_the_group_nodes_outgrow_the_l2() {
@@ -639,6 +675,48 @@ mod tests {
         assert!(windows[0] > GALLOP_ABOVE_ERROR, "{windows:?}");
         assert!(windows[3] <= GALLOP_ABOVE_ERROR, "{windows:?}");
         for g in groups {
+            // SAFETY (test): no other reference remains.
+            drop(unsafe { g.into_owned() });
+        }
+    }
+
+    #[test]
+    fn a_merge_between_the_slot_read_and_the_upper_end_is_read_again() {
+        // Groups A, B, C at pivots -, 100, 200; a merge of A and B (as
+        // `merge_pair` stores: the merged group into A's slot, then B's
+        // slot emptied) lands right after a scan's route read A's slot.
+        // Reading the upper end then finds B's slot empty and C's pivot
+        // next: A with C's pivot as its end would make the scan skip B's
+        // keys. The route must give the merged group instead.
+        let guard = epoch::pin();
+        let groups = groups_at(&[100, 200], &guard);
+        let merged = groups_at(&[], &guard)[0];
+        let root = Root::new(groups.clone(), 1, 1, 1 << 20, 0);
+        let slots = &root.slots;
+        let a = groups[0];
+        AFTER_SLOT_READ.with(|h| {
+            let slots = std::ptr::from_ref(slots);
+            let merged = merged.as_raw();
+            *h.borrow_mut() = Some(Box::new(move || {
+                // SAFETY (test): the root outlives the route that calls this.
+                let slots = unsafe { &*slots };
+                slots[0].store(Shared::from(merged), Ordering::Release);
+                slots[1].store(Shared::null(), Ordering::Release);
+            }));
+        });
+        let (group, upper) = root.route_bounded(&50, &guard);
+        assert!(std::ptr::eq(group, merged.as_raw()), "the merged group");
+        assert_eq!(upper, Some(&200));
+        // Without a merge in the window the slot's group stands.
+        slots[0].store(a, Ordering::Release);
+        slots[1].store(groups[1], Ordering::Release);
+        let (group, upper) = root.route_bounded(&50, &guard);
+        assert!(std::ptr::eq(group, a.as_raw()));
+        assert_eq!(upper, Some(&100));
+        let (group, upper) = root.route_first(&guard);
+        assert!(std::ptr::eq(group, a.as_raw()));
+        assert_eq!(upper, Some(&100));
+        for g in groups.into_iter().chain([merged]) {
             // SAFETY (test): no other reference remains.
             drop(unsafe { g.into_owned() });
         }

@@ -71,16 +71,24 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                 // Keys divisible by 4 are always present: none may be skipped.
                 if out.len() == n {
                     let last = out[n - 1].0;
-                    let mut stable = (from.div_ceil(4) * 4..=last).step_by(4);
-                    assert!(stable.all(|k| out.binary_search_by_key(&k, |p| p.0).is_ok()));
+                    let missing = (from.div_ceil(4) * 4..=last)
+                        .step_by(4)
+                        .find(|k| out.binary_search_by_key(k, |p| p.0).is_err());
+                    assert_eq!(
+                        missing, None,
+                        "scan of {n} from {from} skipped a key: {out:?}"
+                    );
                 }
                 scans += 1;
             }
             scans
         });
-        let scans = reader.join().unwrap();
+        // Stop the writers before anything else, so that a failed check
+        // in the reader fails the test instead of leaving it waiting for
+        // writers that never stop.
+        let scans = reader.join();
         stop.store(true, Ordering::Relaxed);
-        scans
+        scans.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     });
     assert!(scans > 0);
     let stats = index.stats();
