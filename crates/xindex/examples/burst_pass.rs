@@ -9,7 +9,8 @@
 //! `cargo run -p lidx-xindex --release --example burst_pass [SOSD u64 file]`
 //! (default: osm from `../shared/data`).
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
 use lidx_xindex::{Config, XIndex};
@@ -22,15 +23,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> lidx_core::Result<()> {
-    let path = std::env::args().nth(1).map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/data/sosdlike_osm_cellids_1M_uint64")
-        },
-        PathBuf::from,
-    );
-    let mut keys = lidx_core::keyset::open_sosd_u64(&path)?.as_slice().to_vec();
-    keys.dedup();
+    let (path, keys) = common::keys_from_args()?;
     let half = keys.len() / 2;
     let config = Config {
         maintenance_interval: None,
@@ -47,7 +40,8 @@ fn main() -> lidx_core::Result<()> {
     }
     let load_s = median(loads);
     println!(
-        "bulk load of {half} keys: {:.1} ms ({:.0} ns per key)",
+        "{}: bulk load of {half} keys: {:.1} ms ({:.0} ns per key)",
+        path.display(),
         load_s * 1e3,
         load_s * 1e9 / half as f64
     );
@@ -68,12 +62,7 @@ fn main() -> lidx_core::Result<()> {
             index.maintain_now();
             passes.push(t.elapsed().as_secs_f64());
             let stats = index.stats();
-            let worst = stats
-                .groups
-                .iter()
-                .flat_map(|g| g.error_bounds.iter().copied())
-                .max()
-                .unwrap_or(0);
+            let worst = stats.worst_model_error();
             shape = format!(
                 "{} groups, worst model error {worst}, {} keys left in deltas",
                 stats.group_count(),

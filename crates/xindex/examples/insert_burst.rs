@@ -9,7 +9,8 @@
 //! `cargo run -p lidx-xindex --release --example insert_burst [SOSD u64 file]`
 //! (default: osm from `../shared/data`).
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use lidx_xindex::{Config, XIndex};
@@ -17,15 +18,7 @@ use lidx_xindex::{Config, XIndex};
 const BATCH: usize = 50_000;
 
 fn main() -> lidx_core::Result<()> {
-    let path = std::env::args().nth(1).map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/data/sosdlike_osm_cellids_1M_uint64")
-        },
-        PathBuf::from,
-    );
-    let mut keys = lidx_core::keyset::open_sosd_u64(&path)?.as_slice().to_vec();
-    keys.dedup();
+    let (path, keys) = common::keys_from_args()?;
     let half = keys.len() / 2;
     let index = XIndex::bulk_load(keys[..half].iter().map(|&k| (k, k)), Config::default())?;
     println!(
@@ -70,12 +63,7 @@ fn main() -> lidx_core::Result<()> {
 fn shape(index: &XIndex<u64, u64>) -> String {
     let stats = index.stats();
     let largest = stats.groups.iter().map(|g| g.records).max().unwrap_or(0);
-    let worst = stats
-        .groups
-        .iter()
-        .flat_map(|g| g.error_bounds.iter().copied())
-        .max()
-        .unwrap_or(0);
+    let worst = stats.worst_model_error();
     format!(
         "{} | {largest} | {worst} | {}",
         stats.group_count(),

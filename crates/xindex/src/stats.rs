@@ -92,4 +92,13 @@ impl Stats {
     pub fn delta_total(&self) -> usize {
         self.groups.iter().map(|g| g.delta_len).sum()
     }
+
+    /// The largest error bound of any group's models (0 without models).
+    pub fn worst_model_error(&self) -> usize {
+        self.groups
+            .iter()
+            .flat_map(|g| g.error_bounds.iter().copied())
+            .max()
+            .unwrap_or(0)
+    }
 }

@@ -1,0 +1,18 @@
+//! What the burst examples share: the key set they run on.
+
+use std::path::PathBuf;
+
+/// The SOSD `u64` key set named by the first argument (default: osm from
+/// `../shared/data`), sorted and without duplicates, and its path.
+pub fn keys_from_args() -> lidx_core::Result<(PathBuf, Vec<u64>)> {
+    let path = std::env::args().nth(1).map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/data/sosdlike_osm_cellids_1M_uint64")
+        },
+        PathBuf::from,
+    );
+    let mut keys = lidx_core::keyset::open_sosd_u64(&path)?.as_slice().to_vec();
+    keys.dedup();
+    Ok((path, keys))
+}
