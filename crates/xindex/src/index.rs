@@ -188,7 +188,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
 
     /// Appends to `out` up to `n` records with keys `>= start`, in key
     /// order. Each record's value was current at some instant during the
-    /// call; the scan as a whole is not an atomic snapshot.
+    /// call, and every key present throughout the call is among the
+    /// records up to the last one returned; the scan as a whole is not an
+    /// atomic snapshot (a key inserted or removed meanwhile may or may not
+    /// appear).
     pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
         let mut lower = Bound::Included(start.clone());
         let mut remaining = n;
