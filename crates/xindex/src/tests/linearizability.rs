@@ -216,10 +216,13 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
                 })
             })
             .collect();
-        for w in workers {
-            events.extend(w.join().unwrap());
-        }
+        // Stop the churn before reporting a worker's failure, or the scope
+        // would wait for it forever.
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         done.store(true, Ordering::Relaxed);
+        for j in joined {
+            events.extend(j.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
     });
     // Ops on the checked keys must have been the only changes to them.
     for &k in &KEYS {

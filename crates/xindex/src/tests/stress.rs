@@ -144,9 +144,14 @@ fn overlapping_writers_with_continuous_maintenance() {
                 s.spawn(move || worker(index, t))
             })
             .collect();
-        let logs = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        // Stop the maintainer before reporting a worker's failure, or the
+        // scope would wait for it forever.
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
         done.store(true, Ordering::Relaxed);
-        logs
+        joined
+            .into_iter()
+            .map(|j| j.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
     });
 
     // Every value ever returned was written to that key by a logged put
@@ -276,9 +281,10 @@ fn racing_ascending_writers_on_tails() {
         let done = AtomicBool::new(false);
         let key = |writer: u64, i: u64| BASE + 2 * i + writer;
         std::thread::scope(|s| {
+            let mut writers = Vec::new();
             for writer in 0..2u64 {
                 let (index, progress) = (&index, &progress);
-                s.spawn(move || {
+                writers.push(s.spawn(move || {
                     for i in 1..=PER_WRITER {
                         if i % 8 == 0 {
                             // Let maintenance in: rebuilds must overlap appends.
@@ -294,7 +300,7 @@ fn racing_ascending_writers_on_tails() {
                             assert_eq!(index.insert(key(other, j), j), Some(j));
                         }
                     }
-                });
+                }));
             }
             let (index, progress, done) = (&index, &progress, &done);
             // Passes back to back, besides the background thread's.
@@ -314,10 +320,9 @@ fn racing_ascending_writers_on_tails() {
                     }
                 }
             });
-            while progress
-                .iter()
-                .any(|p| p.load(Ordering::Acquire) < PER_WRITER)
-            {
+            // Until both writers are through, or one failed a check: the
+            // scope then reports its panic instead of waiting forever.
+            while !writers.iter().all(|w| w.is_finished()) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             done.store(true, Ordering::Relaxed);
