@@ -216,13 +216,8 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
                 })
             })
             .collect();
-        // Stop the churn before reporting a worker's failure, or the scope
-        // would wait for it forever.
-        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
-        done.store(true, Ordering::Relaxed);
-        for j in joined {
-            events.extend(j.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-        }
+        let logs = super::join_then_stop(workers, || done.store(true, Ordering::Relaxed));
+        events.extend(logs.into_iter().flatten());
     });
     // Ops on the checked keys must have been the only changes to them.
     for &k in &KEYS {

@@ -17,6 +17,23 @@ mod stress;
 
 use crate::Config;
 
+/// Joins the `workers` of a test's thread scope, then runs `stop` (which
+/// ends the scope's background threads), then returns the workers'
+/// results or re-raises the first worker's panic. Joined and stopped in
+/// that order, a worker that fails a check fails its test instead of
+/// leaving the scope waiting for background threads that never stop.
+pub(crate) fn join_then_stop<T>(
+    workers: Vec<std::thread::ScopedJoinHandle<'_, T>>,
+    stop: impl FnOnce(),
+) -> Vec<T> {
+    let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+    stop();
+    joined
+        .into_iter()
+        .map(|j| j.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        .collect()
+}
+
 /// Thresholds so small that every few operations trigger compaction,
 /// model and group splits and merges; no background thread.
 pub(crate) fn tiny_config() -> Config {

@@ -83,12 +83,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
             }
             scans
         });
-        // Stop the writers before anything else, so that a failed check
-        // in the reader fails the test instead of leaving it waiting for
-        // writers that never stop.
-        let scans = reader.join();
-        stop.store(true, Ordering::Relaxed);
-        scans.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        super::join_then_stop(vec![reader], || stop.store(true, Ordering::Relaxed))[0]
     });
     assert!(scans > 0);
     let stats = index.stats();

@@ -144,14 +144,7 @@ fn overlapping_writers_with_continuous_maintenance() {
                 s.spawn(move || worker(index, t))
             })
             .collect();
-        // Stop the maintainer before reporting a worker's failure, or the
-        // scope would wait for it forever.
-        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
-        done.store(true, Ordering::Relaxed);
-        joined
-            .into_iter()
-            .map(|j| j.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
+        super::join_then_stop(handles, || done.store(true, Ordering::Relaxed))
     });
 
     // Every value ever returned was written to that key by a logged put
