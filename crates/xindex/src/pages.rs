@@ -128,7 +128,7 @@ impl<T> Deref for Span<T> {
     fn deref(&self) -> &[T] {
         // SAFETY: `ptr` points at `len` initialised items that live as
         // long as `self` (its region is kept alive by `self.region`), or
-        // is dangling with `len == 0`.
+        // is dangling with `len == 0` or with zero-sized items.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -250,9 +250,22 @@ impl Pages {
     /// Moves `items` into a span.
     pub(crate) fn store<T>(&self, mut items: Vec<T>) -> Span<T> {
         let bytes = items.len() * size_of::<T>();
+        if size_of::<T>() == 0 {
+            // Zero-sized items take no memory but still count (a key type
+            // with one value still has its one record) and still need
+            // dropping, which the span does.
+            let len = items.len();
+            // SAFETY: forgetting the items moves their ownership to the
+            // span, which drops `len` of them at its dangling pointer, as
+            // valid for zero-sized items as any aligned address.
+            unsafe { items.set_len(0) };
+            return Span {
+                ptr: NonNull::dangling(),
+                len,
+                region: None,
+            };
+        }
         if bytes == 0 {
-            // Zero-sized items still need dropping.
-            drop(items);
             return Span::empty();
         }
         let (region, offset) = self.place(bytes, align_of::<T>());
@@ -368,6 +381,23 @@ mod tests {
         assert_eq!(&*a, &[1, 2, 3]);
         assert_eq!(&*b, &["x".to_string(), "y".to_string()]);
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn zero_sized_items_are_counted_and_dropped_once() {
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct Unit;
+        impl Drop for Unit {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let pages = Pages::new();
+        let span = pages.store(vec![Unit, Unit, Unit]);
+        assert_eq!(span.len(), 3);
+        assert_eq!(DROPS.load(Ordering::Relaxed), 0);
+        drop(span);
+        assert_eq!(DROPS.load(Ordering::Relaxed), 3);
     }
 
     #[test]

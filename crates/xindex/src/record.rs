@@ -29,6 +29,8 @@
 //! and never move records. Whether a removed record may be revived is the
 //! caller's decision (see [`Record::write`]).
 
+use std::ptr::NonNull;
+
 use crate::sync::{AtomicU64, Ordering, spin};
 use crate::value::Value;
 
@@ -83,6 +85,12 @@ pub(crate) struct Record<'a> {
     slot: usize,
     /// Whether `meta` is a [`CellBlock`]'s (for pointer encoding).
     in_block: bool,
+    /// The whole `CellBlock` or `RecordCell` holding this record, with
+    /// the provenance of a reference to all of it: [`address`](Self::address)
+    /// exposes this one, because `meta`'s covers only the meta word and
+    /// [`target_of`] rebuilds a reference to the whole container. Only
+    /// pointer encoding reads it; reads and writes compile it away.
+    owner: NonNull<u8>,
 }
 
 /// What a writer wants to do to a record.
@@ -131,6 +139,7 @@ impl RecordCell {
             word: &self.word,
             slot: 0,
             in_block: false,
+            owner: NonNull::from(self).cast(),
         }
     }
 
@@ -201,6 +210,7 @@ impl CellBlock {
             word: &self.words[slot],
             slot,
             in_block: true,
+            owner: NonNull::from(self).cast(),
         }
     }
 }
@@ -273,10 +283,11 @@ pub(crate) fn blocks_of(blocks: &[CellBlock], start: usize, end: usize) -> &[Cel
 impl<'a> Record<'a> {
     /// The word a pointer record stores to name this record: the address
     /// of its `RecordCell`, or of its `CellBlock` plus [`BLOCK_TARGET`] and
-    /// the slot. The provenance is exposed so that [`target_of`] can
-    /// rebuild a valid reference from the integer.
+    /// the slot. The container's provenance (not the meta word's) is
+    /// exposed so that [`target_of`] can rebuild a valid reference to the
+    /// whole container from the integer.
     fn address(&self) -> u64 {
-        let base = std::ptr::from_ref(self.meta).expose_provenance() as u64;
+        let base = self.owner.as_ptr().expose_provenance() as u64;
         if self.in_block {
             base | ((self.slot as u64) << 1) | BLOCK_TARGET
         } else {
@@ -434,8 +445,9 @@ unsafe fn target_of<'a>(word: u64) -> Record<'a> {
         let slot = ((word & (SLOTS_ALIGN - 1)) >> 1) as usize;
         let address = (word & !(SLOTS_ALIGN - 1)) as usize;
         // SAFETY: per the contract, the address was exposed by `address`
-        // from a live `CellBlock` (line-aligned, so the slot number in the
-        // low bits is not part of it) that is still allocated.
+        // from a reference to a whole live `CellBlock` (line-aligned, so
+        // the slot number in the low bits is not part of it) that is still
+        // allocated.
         unsafe { &*std::ptr::with_exposed_provenance::<CellBlock>(address) }.record(slot)
     } else {
         // SAFETY: as above, from a live `RecordCell`.
@@ -447,6 +459,10 @@ unsafe fn target_of<'a>(word: u64) -> Record<'a> {
 /// [`BLOCK_TARGET`] and a slot number in a pointer word.
 const SLOTS_ALIGN: u64 = 64;
 const _: () = assert!(std::mem::align_of::<CellBlock>() as u64 == SLOTS_ALIGN);
+// A container's address is its meta word's: pointer words name the
+// container, and reads of a rebuilt record start at its meta word.
+const _: () = assert!(std::mem::offset_of!(CellBlock, meta) == 0);
+const _: () = assert!(std::mem::offset_of!(RecordCell, meta) == 0);
 const _: () = assert!((SLOTS as u64) << 1 < SLOTS_ALIGN);
 
 impl RecordCell {

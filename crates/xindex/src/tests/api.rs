@@ -130,6 +130,48 @@ impl Key for NonZeroKey {
     }
 }
 
+/// A key type with a single value, taking no memory.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct UnitKey;
+
+impl Key for UnitKey {
+    const ENCODED_WIDTH: Option<usize> = Some(0);
+
+    fn encode_le(&self, _out: &mut Vec<u8>) {}
+
+    fn decode_le(_bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
+        Ok((UnitKey, 0))
+    }
+
+    fn to_f64(&self) -> f64 {
+        0.0
+    }
+
+    fn offset_from(&self, _origin: &Self) -> f64 {
+        0.0
+    }
+}
+
+#[test]
+fn a_zero_sized_key_type_keeps_its_one_record() {
+    // Its array of keys takes no bytes, yet holds one key: an array that
+    // came out empty lost the bulk-loaded record at the first compaction.
+    let index = XIndex::<UnitKey, u64>::bulk_load([(UnitKey, 7)], Config::default()).unwrap();
+    assert_eq!(index.get(&UnitKey), Some(7));
+    assert_eq!(index.insert(UnitKey, 8), Some(7));
+    index.maintain_now();
+    assert_eq!(index.get(&UnitKey), Some(8));
+    assert_eq!(index.len(), 1);
+    assert_eq!(index.range(..).collect::<Vec<_>>(), vec![(UnitKey, 8)]);
+    assert_eq!(index.remove(&UnitKey), Some(8));
+    index.maintain_now();
+    assert_eq!(index.get(&UnitKey), None);
+    assert_eq!(index.insert(UnitKey, 9), None);
+    index.maintain_now();
+    assert_eq!(index.get(&UnitKey), Some(9));
+    assert_eq!(index.len(), 1);
+}
+
 #[test]
 fn key_types_without_an_all_zero_encoding_are_refused() {
     // Emptied groups are refitted from the all-zero key; without one the
