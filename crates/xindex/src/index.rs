@@ -28,6 +28,11 @@ use crate::value::Value;
 /// Records fetched per epoch pin by range iterators.
 const RANGE_BATCH: usize = 64;
 
+/// Records [`XIndex::scan`] collects under one epoch pin: its caller's
+/// buffer is filled in one call, so the batch only bounds how long one pin
+/// holds back reclamation on a long scan.
+const SCAN_BATCH: usize = 1024;
+
 /// A concurrent learned ordered map (XIndex-R).
 ///
 /// All operations take `&self`; the index is `Send + Sync`. Keys use the
@@ -200,7 +205,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
             let before = out.len();
             let next = self
                 .inner
-                .collect(lower, &Bound::Unbounded, remaining.min(1024), out);
+                .collect(lower, &Bound::Unbounded, remaining.min(SCAN_BATCH), out);
             remaining -= out.len() - before;
             match next {
                 Some(resume) => lower = resume,

@@ -530,8 +530,17 @@ impl<K: Key> Inner<K> {
     fn copy_phase(&self, groups: &[&Group<K>]) {
         self.reclaimer.synchronize();
         for group in groups {
+            // Removes that reached a record's old copy after the merge are
+            // removed records of this array too: counted here, they reach
+            // the compaction trigger (Table 2's removed share). A remove
+            // that found the new pointer record was already counted on this
+            // group and is counted again; the trigger only fires sooner.
+            let mut removed = 0;
             for i in 0..group.records.keys.len() {
-                group.records.cell_at(i).resolve_pointer();
+                removed += usize::from(group.records.cell_at(i).resolve_pointer());
+            }
+            if removed > 0 {
+                group.records.removed.fetch_add(removed, Ordering::Relaxed);
             }
             // The barrier above also retired every operation on the
             // predecessor, the only writers that could insert into this

@@ -385,11 +385,14 @@ impl<'a> Record<'a> {
 
     /// The copy phase's `replace_pointer`: copies the target's current value
     /// (or removal) into this record and clears its is-pointer flag. A
-    /// record that is not a pointer is left as it is.
-    pub(crate) fn resolve_pointer(&self) {
+    /// record that is not a pointer is left as it is. Returns whether the
+    /// record was a pointer whose target had been removed since the merge
+    /// (it is removed now).
+    pub(crate) fn resolve_pointer(&self) -> bool {
         let before = self.lock();
         let (removed, pointer) = (removed(self.slot), pointer(self.slot));
         let mut flags = before & FLAGS;
+        let mut found_removed = false;
         if before & pointer != 0 {
             // SAFETY: the lock keeps the pointer in place; the target is
             // alive by `pointing_to`'s contract.
@@ -398,10 +401,14 @@ impl<'a> Record<'a> {
                     self.word.store(word, Ordering::Release);
                     flags &= !(pointer | removed);
                 }
-                None => flags = (flags & !pointer) | removed,
+                None => {
+                    flags = (flags & !pointer) | removed;
+                    found_removed = true;
+                }
             }
         }
         self.unlock(before, flags);
+        found_removed
     }
 
     /// Spins until the lock bit is ours; returns the meta word before locking.
@@ -482,8 +489,8 @@ impl RecordCell {
 
     /// [`Record::resolve_pointer`].
     #[cfg(test)]
-    pub(crate) fn resolve_pointer(&self) {
-        self.record().resolve_pointer();
+    pub(crate) fn resolve_pointer(&self) -> bool {
+        self.record().resolve_pointer()
     }
 }
 

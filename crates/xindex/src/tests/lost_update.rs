@@ -166,3 +166,36 @@ fn inserts_during_compaction_go_to_the_temporary_delta() {
     );
     assert_eq!(stats.groups[0].records, 33);
 }
+
+#[test]
+fn a_remove_of_the_old_copy_after_the_merge_counts_in_the_new_group() {
+    let index = index_needing_compaction();
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        // The old group is still installed: the remove marks its cell,
+        // which the new array's record 7 points at, and is counted there.
+        assert_eq!(index.remove(&7), Some(7));
+        go.send(()).unwrap();
+        for expected in [Phase::Installed, Phase::Copied] {
+            assert_eq!(phases.recv().unwrap(), expected);
+            go.send(()).unwrap();
+        }
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+    assert_eq!(index.get(&7), None);
+    let guard = index.inner().reclaimer.pin();
+    let group = index.inner().root(&guard).route(&7, &guard);
+    assert_eq!(
+        group
+            .records
+            .removed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the new group's removed-record count, which triggers compactions"
+    );
+}
