@@ -1295,4 +1295,59 @@ mod tests {
             assert!(starts.windows(2).all(|w| w[0] < w[1]));
         }
     }
+
+    #[test]
+    fn a_compaction_reached_through_a_next_link_keeps_the_chain() {
+        // A pass never compacts a group it reaches through a `next` link
+        // (chains last from a split to the same pass's root update), but
+        // `compact_batch` handles one, right to left: replacing the first
+        // group first would copy the old link to the second, and lose the
+        // second's replacement.
+        let config = Config {
+            maintenance_interval: None,
+            ..Config::default()
+        };
+        let index = crate::XIndex::bulk_load((0..2_000u64).map(|k| (k * 2, k)), config).unwrap();
+        let inner = index.inner();
+        let serial = inner.maintenance.lock();
+        // SAFETY: we hold the maintenance lock, as a pass does.
+        let guard = unsafe { epoch::unprotected() };
+        let slot = &inner.current_root(guard).slots[0];
+        let shared = slot.load(Ordering::Acquire, guard);
+        // SAFETY: reachable from the current root.
+        let plan = split_plan(unsafe { shared.deref() }, &inner.config);
+        assert_eq!(plan.cuts.len(), 1, "two parts");
+        inner.split_group(slot, shared, plan, guard).expect("split");
+        let first = slot.load(Ordering::Acquire, guard);
+        // SAFETY: just installed; only this test's calls retire it.
+        let second = unsafe { first.deref() }.next.load(Ordering::Acquire, guard);
+        assert!(!second.is_null(), "the second part hangs off the first");
+        // Odd keys land in both parts' deltas, through the chain.
+        for k in 0..2_000u64 {
+            assert_eq!(index.insert(k * 2 + 1, k), None);
+        }
+        // SAFETY: as above.
+        let link = unsafe { &first.deref().next };
+        let mut pending: Pending<u64> = vec![(slot, first), (link, second)];
+        inner.compact_batch(&mut pending, guard);
+        let new_first = slot.load(Ordering::Acquire, guard);
+        // SAFETY: installed by `compact_batch`.
+        let new_first_ref = unsafe { new_first.deref() };
+        let new_second = new_first_ref.next.load(Ordering::Acquire, guard);
+        assert!(new_first != first && new_second != second, "both replaced");
+        // SAFETY: installed by `compact_batch`.
+        let new_second_ref = unsafe { new_second.deref() };
+        assert!(new_second_ref.next.load(Ordering::Acquire, guard).is_null());
+        assert_eq!(new_first_ref.buf.len() + new_second_ref.buf.len(), 0);
+        assert_eq!(
+            new_first_ref.records.keys.len() + new_second_ref.records.keys.len(),
+            4_000
+        );
+        drop(serial);
+        for k in 0..4_000u64 {
+            assert_eq!(index.get(&k), Some(k / 2), "key {k}");
+        }
+        index.maintain_now();
+        assert_eq!(index.range(..).count(), 4_000);
+    }
 }
