@@ -16,7 +16,11 @@ pub struct GroupStats {
     /// Models over the tail's records: the first, plus one per retrain
     /// (an append its newest model predicted more than `e` off).
     pub tail_models: usize,
-    /// Array and tail records removed since the array was built.
+    /// Array and tail records removed since the array was built: the
+    /// count behind Table 2's compaction trigger. A remove that lands
+    /// between a compaction's install and its copy phase is counted twice
+    /// (once by the remove, once when the copy phase finds its target
+    /// removed), so this can exceed the records actually removed.
     pub removed_records: usize,
     /// Exact maximum error of each linear model, in model order.
     pub error_bounds: Vec<usize>,
