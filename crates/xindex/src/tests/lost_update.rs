@@ -34,16 +34,31 @@ fn index_needing_compaction() -> XIndex<u64, u64> {
     index
 }
 
-#[test]
-fn update_after_merge_phase_is_not_lost() {
-    let index = index_needing_compaction();
-    let (phases, go) = stepper(&index);
+/// Runs one compaction pass of `index`, calling `at_merge` while the pass
+/// waits between the merge phase and the install, then lets it finish.
+fn compact_acting_after_merge(index: &XIndex<u64, u64>, at_merge: impl FnOnce()) {
+    let (phases, go) = stepper(index);
     std::thread::scope(|s| {
         let pass = s.spawn(|| index.maintain_now());
         assert_eq!(phases.recv().unwrap(), Phase::Frozen);
         go.send(()).unwrap();
-        // (1) the merge phase has "copied" record 5 into the new array.
         assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        at_merge();
+        go.send(()).unwrap();
+        for expected in [Phase::Installed, Phase::Copied] {
+            assert_eq!(phases.recv().unwrap(), expected);
+            go.send(()).unwrap();
+        }
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+}
+
+#[test]
+fn update_after_merge_phase_is_not_lost() {
+    let index = index_needing_compaction();
+    // (1) the merge phase has "copied" record 5 into the new array.
+    compact_acting_after_merge(&index, || {
         {
             // The old group is still installed: its array holds the value.
             let guard = index.inner().reclaimer.pin();
@@ -53,15 +68,8 @@ fn update_after_merge_phase_is_not_lost() {
         }
         // (2) op1 updates record 5 in the old array.
         assert_eq!(index.insert(5, 500), Some(5));
-        go.send(()).unwrap();
-        // (3) the compaction finishes.
-        for expected in [Phase::Installed, Phase::Copied] {
-            assert_eq!(phases.recv().unwrap(), expected);
-            go.send(()).unwrap();
-        }
-        assert!(pass.join().unwrap());
     });
-    index.inner().hooks.set(None);
+    // (3) the compaction finished.
     assert_eq!(
         index.get(&5),
         Some(500),
@@ -170,23 +178,9 @@ fn inserts_during_compaction_go_to_the_temporary_delta() {
 #[test]
 fn a_remove_of_the_old_copy_after_the_merge_counts_in_the_new_group() {
     let index = index_needing_compaction();
-    let (phases, go) = stepper(&index);
-    std::thread::scope(|s| {
-        let pass = s.spawn(|| index.maintain_now());
-        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
-        go.send(()).unwrap();
-        assert_eq!(phases.recv().unwrap(), Phase::Merged);
-        // The old group is still installed: the remove marks its cell,
-        // which the new array's record 7 points at, and is counted there.
-        assert_eq!(index.remove(&7), Some(7));
-        go.send(()).unwrap();
-        for expected in [Phase::Installed, Phase::Copied] {
-            assert_eq!(phases.recv().unwrap(), expected);
-            go.send(()).unwrap();
-        }
-        assert!(pass.join().unwrap());
-    });
-    index.inner().hooks.set(None);
+    // The old group is still installed: the remove marks its cell, which
+    // the new array's record 7 points at, and is counted there.
+    compact_acting_after_merge(&index, || assert_eq!(index.remove(&7), Some(7)));
     assert_eq!(index.get(&7), None);
     let guard = index.inner().reclaimer.pin();
     let group = index.inner().root(&guard).route(&7, &guard);
