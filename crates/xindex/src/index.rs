@@ -172,6 +172,12 @@ impl<K: Key, V: Value> XIndex<K, V> {
     }
 
     /// Inserts or updates `key`; returns the previous value.
+    ///
+    /// # Panics
+    ///
+    /// If the index [is poisoned](Self::is_poisoned) and this insert
+    /// would have to wait for the interrupted rebuild, or would run a
+    /// maintenance pass because the deltas are over their byte budget.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.inner.put(&key, value.to_word()).map(V::from_word)
     }
@@ -231,8 +237,28 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// every non-empty delta, however small and recent
     /// ([`Config::small_delta_delay`]). Returns whether the structure
     /// changed.
+    ///
+    /// # Panics
+    ///
+    /// If the pass panics (a bug in this crate), which poisons the index,
+    /// or if the index [is poisoned](Self::is_poisoned) already.
     pub fn maintain_now(&self) -> bool {
         self.inner.maintain(Pass::Full)
+    }
+
+    /// Whether a maintenance pass panicked (which would be a bug in this
+    /// crate). Like a poisoned [`std::sync::Mutex`], the index then stops
+    /// trusting its own progress: the pass may have stopped between two
+    /// steps of a rebuild, leaving a group that refuses new keys until
+    /// the rebuild completes. Reads, updates of existing keys and removes
+    /// keep working and stay correct, since every step of a rebuild leaves
+    /// a structure they can use; no further maintenance runs, and an
+    /// insert that would wait for the rebuild or for compaction (the
+    /// delta budget) panics instead of waiting forever.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner
+            .poisoned
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The configuration in use.

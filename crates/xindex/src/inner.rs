@@ -11,7 +11,7 @@
 use std::ops::Bound;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
@@ -152,6 +152,11 @@ pub(crate) struct Inner<K: Key> {
     /// found nothing to do and left no delta waiting; else `NOT_QUIET`.
     /// Lets an idle index's background thread skip its walks.
     pub(crate) quiet_at: AtomicU64,
+    /// Set when a maintenance pass panicked. The pass may have left a
+    /// group frozen without its `tmp_buf`, which inserts would wait for
+    /// forever, so they and later passes panic instead (see
+    /// [`XIndex::is_poisoned`](crate::XIndex::is_poisoned)).
+    pub(crate) poisoned: AtomicBool,
     /// Where the groups' arrays are allocated.
     pub(crate) pages: Pages,
     /// Where the group nodes are allocated.
@@ -189,6 +194,7 @@ impl<K: Key> Inner<K> {
             hooks: Hooks::default(),
             started: Instant::now(),
             quiet_at: AtomicU64::new(NOT_QUIET),
+            poisoned: AtomicBool::new(false),
         }
     }
 
@@ -305,7 +311,20 @@ impl<K: Key> Inner<K> {
             // Unpin before waiting: maintenance allocates `tmp_buf` only
             // after an epoch barrier that waits for us.
             drop(guard);
+            self.panic_if_poisoned();
             backoff.snooze();
+        }
+    }
+
+    /// Panics if a maintenance pass panicked: what this thread would wait
+    /// for may never come.
+    #[cold]
+    pub(crate) fn panic_if_poisoned(&self) {
+        if self.poisoned.load(Ordering::Acquire) {
+            panic!(
+                "lidx-xindex: a maintenance pass panicked earlier, so this index is poisoned \
+                 and can no longer compact or wait for a rebuild"
+            );
         }
     }
 

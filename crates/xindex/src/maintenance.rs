@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
@@ -246,6 +246,18 @@ fn top_inserts_by<K: Key, T>(group: &Group<K>, sorted: &[T], key: impl Fn(&T) ->
     }
 }
 
+/// Poisons the index if dropped while its thread unwinds, that is, if the
+/// maintenance pass holding it panicked.
+struct PoisonOnUnwind<'a>(&'a AtomicBool);
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+}
+
 impl<K: Key> Inner<K> {
     /// One maintenance pass; true if any group or the root changed.
     pub(crate) fn maintain(&self, pass: Pass) -> bool {
@@ -255,6 +267,11 @@ impl<K: Key> Inner<K> {
     /// [`maintain`](Self::maintain) for a caller already holding the
     /// maintenance lock (`_serial`).
     pub(crate) fn maintain_locked(&self, _serial: &MutexGuard<'_, ()>, pass: Pass) -> bool {
+        // A pass that unwound may have stopped anywhere between two steps
+        // of a rebuild; running another on top of it is not covered by
+        // the protocol's argument.
+        self.panic_if_poisoned();
+        let _poison = PoisonOnUnwind(&self.poisoned);
         // Read before the walk: a write during it makes the next pass run.
         let changes = self.len.changes();
         if pass == Pass::Background && self.quiet_at.load(Ordering::Relaxed) == changes {

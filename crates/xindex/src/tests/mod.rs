@@ -1,7 +1,7 @@
 //! Crate-level tests: API behaviour, edge-case inputs and the committed
 //! real key sets, a `BTreeMap` oracle, concurrency stress, a
-//! linearizability checker, the paper's lost-update interleaving and a
-//! distribution shift. Unit tests of single modules live beside them.
+//! linearizability checker, the paper's lost-update interleaving, a
+//! distribution shift and a panicking maintenance pass. Unit tests of single modules live beside them.
 
 mod api;
 mod edges;
@@ -10,6 +10,7 @@ mod linearizability;
 mod lookup_stages;
 mod lost_update;
 mod oracle;
+mod poison;
 mod reclamation;
 mod scan_stress;
 mod shift;

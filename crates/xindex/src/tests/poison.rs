@@ -1,0 +1,98 @@
+//! A maintenance pass that panics between a group's freeze and its
+//! `tmp_buf` (the only window in which inserts wait for maintenance)
+//! poisons the index: reads and in-place writes go on, and an insert that
+//! would wait forever panics instead.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+use crate::hooks::Phase;
+use crate::{Config, XIndex};
+
+/// Makes the next pass to freeze a group panic right after the freeze.
+fn panic_once_after_freeze(index: &XIndex<u64, u64>) {
+    let fired = AtomicBool::new(false);
+    index.inner().hooks.set(Some(Arc::new(move |phase| {
+        if phase == Phase::Frozen && !fired.swap(true, Ordering::Relaxed) {
+            panic!("injected maintenance panic");
+        }
+    })));
+}
+
+/// 0..32 in the array, 1000 in the delta: a pass compacts the one group.
+fn index_with_delta(maintenance_interval: Option<Duration>) -> XIndex<u64, u64> {
+    let config = Config {
+        maintenance_interval,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..32u64).map(|k| (k, k)), config).unwrap();
+    index.insert(1000, 1);
+    index
+}
+
+/// Runs `op` on another thread; `Err` if it panicked. Fails the test
+/// instead of hanging if `op` never returns (the defect this guards).
+fn outcome<T: Send + 'static>(op: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
+    let (done, result) = channel();
+    std::thread::spawn(move || {
+        let _ = done.send(catch_unwind(AssertUnwindSafe(op)).map_err(|_| ()));
+    });
+    result
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the operation neither returned nor panicked")
+}
+
+/// Checks a poisoned index frozen by [`panic_once_after_freeze`].
+fn check_poisoned(index: Arc<XIndex<u64, u64>>) {
+    assert!(index.is_poisoned());
+    // Reads see every committed put, the frozen delta's included.
+    assert_eq!(index.get(&1000), Some(1));
+    assert_eq!(index.get(&5), Some(5));
+    assert_eq!(index.range(..).count(), 33);
+    // Updates and removes of existing keys need no rebuild.
+    assert_eq!(index.insert(5, 50), Some(5));
+    assert_eq!(index.insert(1000, 2), Some(1));
+    assert_eq!(index.remove(&6), Some(6));
+    assert_eq!(index.remove(&6), None);
+    assert_eq!(index.get(&5), Some(50));
+    assert_eq!(index.get(&1000), Some(2));
+    // A new key would wait for the missing `tmp_buf`: it panics.
+    let inserting = Arc::clone(&index);
+    assert!(outcome(move || inserting.insert(2000, 1)).is_err());
+    assert_eq!(index.get(&2000), None);
+    // So does any further pass.
+    let maintaining = Arc::clone(&index);
+    assert!(outcome(move || maintaining.maintain_now()).is_err());
+    assert_eq!(index.len(), 32);
+    let expected: Vec<(u64, u64)> = (0..32u64)
+        .filter(|&k| k != 6)
+        .map(|k| (k, if k == 5 { 50 } else { k }))
+        .chain([(1000, 2)])
+        .collect();
+    assert_eq!(index.range(..).collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn a_panicking_foreground_pass_poisons_instead_of_stalling_inserts() {
+    let index = Arc::new(index_with_delta(None));
+    assert!(!index.is_poisoned());
+    panic_once_after_freeze(&index);
+    let maintaining = Arc::clone(&index);
+    assert!(outcome(move || maintaining.maintain_now()).is_err());
+    check_poisoned(index);
+}
+
+#[test]
+fn a_panicking_background_pass_poisons_the_index() {
+    let index = Arc::new(index_with_delta(Some(Duration::from_millis(1))));
+    panic_once_after_freeze(&index);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !index.is_poisoned() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Dropping the index joins the panicked thread without panicking.
+    check_poisoned(index);
+}
