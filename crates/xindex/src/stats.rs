@@ -41,10 +41,17 @@ pub struct Stats {
     /// models, or the lowest-level segments of the piecewise-linear root
     /// when that routes (see [`root_piecewise`](Self::root_piecewise)).
     pub root_models: usize,
-    /// Worst error, in slots, of one of those models.
+    /// Worst error, in slots, of one of those models. For the
+    /// piecewise-linear root it is a segment's search reach: the largest
+    /// distance measured between a prediction and its pivot's slot, plus
+    /// one slot for keys that fall between two pivots and one for
+    /// rounding.
     pub root_max_error: usize,
-    /// Whether the piecewise-linear root routes lookups instead of the RMI:
-    /// chosen at each root build when more than half of the pivots are
+    /// Whether the piecewise-linear root routes lookups instead of the RMI.
+    /// Chosen at each root build when a radix table over the keys' leading
+    /// bits finds the piecewise root's segments (every bucket holds only a
+    /// few segment starts; never for key types that own memory, such as
+    /// byte strings), or else when more than half of the pivots are
     /// predicted more than 4 slots off by the RMI (skewed or clustered keys).
     pub root_piecewise: bool,
     /// Two-Phase Compactions run (excluding those inside splits and merges).
