@@ -149,7 +149,8 @@ pub(crate) struct Inner<K: Key> {
     /// Origin of the maintenance clock (how long small deltas have waited).
     started: Instant,
     /// [`LenCounter::changes`] as the last pass found it, if that pass
-    /// found nothing to do and left no delta waiting; else `NOT_QUIET`.
+    /// found nothing to do, left no delta waiting and began with nothing
+    /// retired waiting to be freed; else `NOT_QUIET`.
     /// Lets an idle index's background thread skip its walks.
     pub(crate) quiet_at: AtomicU64,
     /// Set when a maintenance pass panicked. The pass may have left a

@@ -106,8 +106,9 @@ struct Walk<K: 'static> {
     wide: Vec<(GroupPtr<K>, SplitPlan<K>)>,
 }
 
-/// `Inner::quiet_at` when the last pass did something or left a delta
-/// waiting, so the next background pass must walk.
+/// `Inner::quiet_at` when the last pass did something, left a delta
+/// waiting or began while retired nodes were waiting to be freed, so the
+/// next background pass must walk.
 pub(crate) const NOT_QUIET: u64 = u64::MAX;
 
 /// Who runs a maintenance pass, which decides how patient it is with small
@@ -277,10 +278,15 @@ impl<K: Key> Inner<K> {
         if pass == Pass::Background && self.quiet_at.load(Ordering::Relaxed) == changes {
             // The last pass found nothing to do and left no delta waiting,
             // and no key was added or removed since: this walk would find
-            // nothing either. (In-place updates never call for maintenance.)
+            // nothing either. (In-place updates never call for maintenance,
+            // and nothing retired was waiting to be freed.)
             self.reclaimer.release_retired();
             return false;
         }
+        // Freeing a retired array can leave its region sparse, which only
+        // a walk notices: a pass is quiet only if nothing retired was
+        // still waiting to be freed when its walk began.
+        let all_freed = self.reclaimer.all_freed();
         // SAFETY: see the module docs: we hold the maintenance lock, the
         // only licence to unlink and retire groups and roots.
         let guard = unsafe { epoch::unprotected() };
@@ -345,7 +351,7 @@ impl<K: Key> Inner<K> {
         }
         Counters::bump(&self.counters.passes);
         self.reclaimer.release_retired();
-        let quiet = !(changed || reshaped || walk.waiting);
+        let quiet = !(changed || reshaped || walk.waiting) && all_freed;
         self.quiet_at
             .store(if quiet { changes } else { NOT_QUIET }, Ordering::Relaxed);
         changed || reshaped

@@ -282,6 +282,12 @@ impl Reclaimer {
         self.free_expired();
     }
 
+    /// Whether every node retired so far has been freed.
+    pub(crate) fn all_freed(&self) -> bool {
+        let limbo = self.limbo.lock();
+        limbo.open.is_empty() && limbo.sealed.is_empty()
+    }
+
     /// Blocks until every operation that was in flight (pinned) when this
     /// call started has finished, then frees what was retired before the
     /// call. The caller must not itself be pinned on this collector, or it
@@ -305,7 +311,7 @@ impl Reclaimer {
 
     /// Retired nodes not yet freed (tests).
     #[cfg(all(test, not(xindex_loom)))]
-    fn in_limbo(&self) -> usize {
+    pub(crate) fn in_limbo(&self) -> usize {
         let limbo = self.limbo.lock();
         limbo.open.len() + limbo.sealed.iter().map(|(_, b)| b.len()).sum::<usize>()
     }

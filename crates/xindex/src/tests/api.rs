@@ -520,6 +520,35 @@ fn an_idle_index_stops_walking_until_keys_change() {
     assert_eq!(index.len(), 20_000);
 }
 
+#[test]
+fn an_index_goes_quiet_only_once_what_it_retired_is_freed() {
+    // Freeing a retired array can leave its region less than half in
+    // use, which only a walk notices: a pass that leaves retired nodes
+    // waiting must not let the next background passes skip their walks.
+    let config = Config {
+        maintenance_interval: None,
+        small_delta_delay: Duration::ZERO,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..20_000u64).map(|k| (k * 3, k)), config).unwrap();
+    let inner = index.inner();
+    let quiet = || inner.quiet_at.load(std::sync::atomic::Ordering::Relaxed) == inner.len.changes();
+    for round in 0..20u64 {
+        // A compaction retires the group it rebuilds.
+        assert_eq!(index.insert(round * 3 + 1, round), None);
+        let compactions = index.stats().compactions;
+        let mut passes = 0;
+        while !quiet() {
+            inner.maintain(crate::maintenance::Pass::Background);
+            passes += 1;
+            assert!(passes < 10_000, "never quiet");
+        }
+        assert!(index.stats().compactions > compactions);
+        assert_eq!(inner.reclaimer.in_limbo(), 0, "quiet after {passes} passes");
+    }
+    assert_eq!(index.len(), 20_020);
+}
+
 /// Nice values of this process's threads named like the maintenance
 /// thread (`comm` holds the first 15 bytes of a thread's name).
 #[cfg(target_os = "linux")]

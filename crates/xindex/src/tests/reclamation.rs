@@ -8,6 +8,7 @@ use lidx_core::Key;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::maintenance::Pass;
 use crate::{Config, XIndex};
 
 /// Live `CountedKey`s in the whole test process.
@@ -164,5 +165,48 @@ fn a_region_mostly_replaced_is_emptied_and_freed() {
     for (i, &k) in keys.iter().enumerate().step_by(7) {
         assert_eq!(index.get(&k), Some(k));
         assert_eq!(index.get(&(k + 1)), (i < moved).then_some(k + 1));
+    }
+}
+
+#[test]
+fn an_idle_index_still_empties_a_region_that_goes_sparse_after_its_last_writes() {
+    let config = Config {
+        maintenance_interval: None,
+        small_delta_delay: Duration::ZERO,
+        initial_group_size: 1_000,
+        ..Config::default()
+    };
+    // Two groups whose slopes differ, so they never merge: the lower one
+    // holds a little more than half of the bulk load's region.
+    let keys: Vec<u64> = (0..1_000u64)
+        .map(|i| i * 3)
+        .chain((0..900).map(|i| 10_000 + i * 7))
+        .collect();
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), config).unwrap();
+    assert_eq!(index.stats().group_count(), 2);
+    let bulk_region = {
+        let guard = index.inner().reclaimer.pin();
+        let root = index.inner().root(&guard);
+        let first = root.slots[0].load(Ordering::Acquire, &guard);
+        // SAFETY: reachable from the root while `guard` is pinned.
+        unsafe { first.deref() }.records.keys.region()
+    };
+    // The first background pass moves the lower group's arrays to a new
+    // region; the bulk region drops below half in use only when the old
+    // ones are freed, after that pass's walk, and nothing is written
+    // after it. Background passes that skipped their walks from then on
+    // would keep the region, and the upper group in it, for good.
+    assert_eq!(index.insert(1, 1), None);
+    let inner = index.inner();
+    let mut passes = 0;
+    while !bulk_region.is_freed() {
+        assert!(passes < 1_000, "{:?}", index.stats());
+        inner.maintain(Pass::Background);
+        passes += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(index.get(&1), Some(1));
+    for &k in &keys {
+        assert_eq!(index.get(&k), Some(k));
     }
 }
