@@ -176,8 +176,10 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// # Panics
     ///
     /// If the index [is poisoned](Self::is_poisoned) and this insert
-    /// would have to wait for the interrupted rebuild, or would run a
-    /// maintenance pass because the deltas are over their byte budget.
+    /// would have to wait for the interrupted rebuild (the key is then
+    /// not inserted), or would run a maintenance pass because its new key
+    /// took the deltas over their byte budget (the key is then inserted
+    /// before it panics).
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.inner.put(&key, value.to_word()).map(V::from_word)
     }
