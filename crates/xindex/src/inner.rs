@@ -662,6 +662,15 @@ fn below_upper<K: Ord>(key: &K, upper: &Bound<K>) -> bool {
 
 impl<K: Key> Drop for Inner<K> {
     fn drop(&mut self) {
+        if *self.poisoned.get_mut() {
+            // A pass that stopped mid-rebuild may have left a group in two
+            // locations (a slot and a `next` link until a root update cuts
+            // the links), and freeing everything reachable would then free
+            // it twice: a poisoned index leaks its live groups and root.
+            // Retired ones were unlinked from everywhere before retiring.
+            self.reclaimer.release_all();
+            return;
+        }
         // SAFETY: `&mut self` means no operation or maintenance pass is
         // running. Groups reachable now are owned by the structure: each is
         // in exactly one slot or one `next` link (root updates clear the
