@@ -668,6 +668,7 @@ impl<K: Key> Drop for Inner<K> {
             // the links), and freeing everything reachable would then free
             // it twice: a poisoned index leaks its live groups and root.
             // Retired ones were unlinked from everywhere before retiring.
+            self.nodes.abandon_live();
             self.reclaimer.release_all();
             return;
         }

@@ -247,14 +247,29 @@ fn top_inserts_by<K: Key, T>(group: &Group<K>, sorted: &[T], key: impl Fn(&T) ->
     }
 }
 
-/// Poisons the index if dropped while its thread unwinds, that is, if the
-/// maintenance pass holding it panicked.
-struct PoisonOnUnwind<'a>(&'a AtomicBool);
+/// Poisons the index if dropped while its thread unwinds from a panic
+/// that began after it was made, that is, if the maintenance pass holding
+/// it panicked. (A pass may run inside a destructor during an unrelated
+/// unwind, through `maintain_now` or an insert over the delta budget, and
+/// completing it must not poison the index.)
+struct PoisonOnUnwind<'a> {
+    poisoned: &'a AtomicBool,
+    panicking_before: bool,
+}
+
+impl<'a> PoisonOnUnwind<'a> {
+    fn new(poisoned: &'a AtomicBool) -> Self {
+        PoisonOnUnwind {
+            poisoned,
+            panicking_before: std::thread::panicking(),
+        }
+    }
+}
 
 impl Drop for PoisonOnUnwind<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::Release);
+        if !self.panicking_before && std::thread::panicking() {
+            self.poisoned.store(true, Ordering::Release);
         }
     }
 }
@@ -272,7 +287,7 @@ impl<K: Key> Inner<K> {
         // of a rebuild; running another on top of it is not covered by
         // the protocol's argument.
         self.panic_if_poisoned();
-        let _poison = PoisonOnUnwind(&self.poisoned);
+        let _poison = PoisonOnUnwind::new(&self.poisoned);
         // Read before the walk: a write during it makes the next pass run.
         let changes = self.len.changes();
         if pass == Pass::Background && self.quiet_at.load(Ordering::Relaxed) == changes {

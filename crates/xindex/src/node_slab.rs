@@ -21,6 +21,7 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_epoch::{Guard, Shared};
 use lidx_core::huge_pages::{HUGE_PAGE, HugeBlock};
@@ -34,6 +35,9 @@ const LARGEST_BLOCK: usize = HUGE_PAGE;
 /// Fixed-size slots for values of type `T`.
 pub(crate) struct NodeSlab<T> {
     state: Mutex<State>,
+    /// Set by [`abandon_live`](Self::abandon_live): values still in slots
+    /// when the slab drops are leaked on purpose.
+    abandoned: AtomicBool,
     _holds: PhantomData<T>,
 }
 
@@ -77,6 +81,7 @@ impl<T> NodeSlab<T> {
                 next_block: FIRST_BLOCK_SLOTS,
                 live: 0,
             }),
+            abandoned: AtomicBool::new(false),
             _holds: PhantomData,
         }
     }
@@ -159,6 +164,12 @@ impl<T> NodeSlab<T> {
         self.state.lock().blocks.iter().map(HugeBlock::len).sum()
     }
 
+    /// Lets the values still alive be leaked when the slab drops: a
+    /// poisoned index cannot tell which of its nodes it owns.
+    pub(crate) fn abandon_live(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+    }
+
     /// Values alive.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
@@ -169,8 +180,11 @@ impl<T> NodeSlab<T> {
 impl<T> Drop for NodeSlab<T> {
     fn drop(&mut self) {
         // Values still in slots would be leaked, not dropped: the index
-        // frees every node before its slab goes.
-        debug_assert_eq!(self.state.get_mut().live, 0, "nodes outlive their slab");
+        // frees every node before its slab goes, unless it is poisoned.
+        debug_assert!(
+            self.state.get_mut().live == 0 || *self.abandoned.get_mut(),
+            "nodes outlive their slab"
+        );
     }
 }
 

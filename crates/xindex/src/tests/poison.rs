@@ -96,3 +96,27 @@ fn a_panicking_background_pass_poisons_the_index() {
     // Dropping the index joins the panicked thread without panicking.
     check_poisoned(index);
 }
+
+#[test]
+fn a_pass_completed_during_an_unrelated_unwind_does_not_poison() {
+    /// Runs a pass from its destructor, as a caller's cleanup might.
+    struct MaintainOnDrop<'a>(&'a XIndex<u64, u64>, &'a std::cell::Cell<bool>);
+    impl Drop for MaintainOnDrop<'_> {
+        fn drop(&mut self) {
+            self.1.set(self.0.maintain_now());
+        }
+    }
+    let index = index_with_delta(None);
+    let changed = std::cell::Cell::new(false);
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        let _cleanup = MaintainOnDrop(&index, &changed);
+        panic!("a panic unrelated to the index");
+    }));
+    assert!(unwound.is_err());
+    assert!(changed.get(), "the pass compacted the delta");
+    assert!(!index.is_poisoned());
+    assert_eq!(index.stats().delta_total(), 0);
+    assert_eq!(index.insert(2000, 2), None);
+    assert!(index.maintain_now());
+    assert_eq!(index.get(&2000), Some(2));
+}
