@@ -311,7 +311,7 @@ impl Reclaimer {
 
     /// Retired nodes not yet freed (tests).
     #[cfg(all(test, not(xindex_loom)))]
-    pub(crate) fn in_limbo(&self) -> usize {
+    fn in_limbo(&self) -> usize {
         let limbo = self.limbo.lock();
         limbo.open.len() + limbo.sealed.iter().map(|(_, b)| b.len()).sum::<usize>()
     }
