@@ -33,7 +33,16 @@ pub(crate) struct DeltaRecord<K> {
 }
 
 impl<K> DeltaRecord<K> {
+    /// A live record of `key` holding `word`.
+    pub(crate) fn live(key: K, word: u64) -> Self {
+        DeltaRecord {
+            key,
+            cell: RecordCell::live(word),
+        }
+    }
+
     /// A record of `key` that is removed until a put revives it.
+    #[cfg(test)]
     pub(crate) fn removed(key: K) -> Self {
         DeltaRecord {
             key,
@@ -143,20 +152,22 @@ impl<K: Key> Delta<K> {
     /// must have seen the delta unfrozen within its current epoch pin.
     /// A new entry is charged to `budget`.
     pub(crate) fn upsert(&self, key: &K, word: u64, budget: &DeltaBudget) -> Upserted {
-        // A new key enters as a removed placeholder and is revived through
-        // the record lock below, like any update: a concurrent reader sees
-        // the key absent until the put commits.
+        // A new key enters live: the put commits when the tree's Release
+        // store links its record, and a racing put of the same key finds
+        // that record and writes through its lock.
         let entry = self
             .tree
-            .get_or_insert(key, || DeltaRecord::removed(key.clone()));
-        let mut over_budget = false;
+            .get_or_insert(key, || DeltaRecord::live(key.clone(), word));
         if entry.created {
             // Charged for the stored copy (a clone's capacity can be
             // smaller than the caller's key's).
             let bytes = entry_bytes(entry.record.key());
             self.entries.fetch_add(1, Ordering::Release);
             self.charged.fetch_add(bytes, Ordering::Relaxed);
-            over_budget = budget.charge(bytes);
+            return Upserted {
+                previous: None,
+                over_budget: budget.charge(bytes),
+            };
         }
         let previous = match entry.record.value().write(Write::Put(word), true) {
             Outcome::Applied(previous) => previous,
@@ -165,7 +176,7 @@ impl<K: Key> Delta<K> {
         };
         Upserted {
             previous,
-            over_budget,
+            over_budget: false,
         }
     }
 

@@ -241,6 +241,10 @@ impl<K: Ord> Node<K> {
 /// The ordered index of one delta; owns its records.
 pub(crate) struct DeltaTree<K> {
     root: AtomicPtr<Node<K>>,
+    /// The rightmost leaf, or one that was: where a key above every key
+    /// of the tree goes. Only a hint for [`DeltaTree::try_append`], which
+    /// checks under the leaf's version that the leaf is still rightmost.
+    last_leaf: AtomicPtr<Node<K>>,
     /// Serialises changes of the root pointer (the first leaf, root splits).
     grow: Mutex<()>,
     nodes: Mutex<Arena<Node<K>>>,
@@ -294,6 +298,7 @@ impl<K: Ord> DeltaTree<K> {
     pub(crate) fn new() -> Self {
         DeltaTree {
             root: AtomicPtr::new(ptr::null_mut()),
+            last_leaf: AtomicPtr::new(ptr::null_mut()),
             grow: Mutex::new(()),
             // A node is 160 bytes and most deltas need one or two.
             nodes: Mutex::new(Arena::with_first_chunk(1)),
@@ -438,6 +443,9 @@ impl<K: Ord> DeltaTree<K> {
             made: None,
         };
         loop {
+            if let Some(entry) = self.try_append(key, &mut pending) {
+                return entry;
+            }
             let step = match self.root_snapshot() {
                 None => self.plant(&mut pending),
                 Some((root, v)) => self.descend_and_insert(root, v, key, &mut pending),
@@ -465,9 +473,52 @@ impl<K: Ord> DeltaTree<K> {
         leaf.len.store(1, Ordering::Relaxed);
         let leaf = self.alloc_node(leaf);
         self.root.store(leaf.as_ptr(), Ordering::Release);
+        self.last_leaf.store(leaf.as_ptr(), Ordering::Release);
         // SAFETY: the record lives in the arena as long as `self`.
         let record = unsafe { record.as_ref() };
         Step::Done(Entry {
+            record,
+            created: true,
+        })
+    }
+
+    /// Inserts `key` at the end of the rightmost leaf, without a descent,
+    /// if it is above every key of the tree and that leaf has room (keys
+    /// inserted in ascending order); `None` if that does not hold, and the
+    /// caller descends.
+    #[inline]
+    fn try_append<F: FnOnce() -> DeltaRecord<K>>(
+        &self,
+        key: &K,
+        pending: &mut Pending<K, F>,
+    ) -> Option<Entry<'_, K>> {
+        let p = self.last_leaf.load(Ordering::Acquire);
+        // SAFETY: as in `Node::child`: the hint is null or a leaf of the
+        // tree's node arena, published complete by the Release store.
+        let leaf = unsafe { p.as_ref() }?;
+        let v = leaf.stable_version()?;
+        let len = leaf.len();
+        if len == 0 || len == FANOUT || !leaf.next.load(Ordering::Acquire).is_null() {
+            return None;
+        }
+        if key <= leaf.key_record(len - 1)?.key() {
+            return None;
+        }
+        let value = pending.take();
+        if !leaf.try_lock(v) {
+            pending.put_back(value);
+            return None;
+        }
+        // Locked at the version the checks above read: the leaf has no
+        // right neighbour, so it covers every key from its first one up,
+        // and `key` is above all of its keys. So the key is absent from
+        // the tree, this leaf covers it, and its place is the end.
+        let record = self.alloc_record(value);
+        leaf.insert_at(len, record, None);
+        leaf.unlock(v);
+        // SAFETY: the record lives in the arena as long as `self`.
+        let record = unsafe { record.as_ref() };
+        Some(Entry {
             record,
             created: true,
         })
@@ -486,7 +537,7 @@ impl<K: Ord> DeltaTree<K> {
             if node.len() == FANOUT {
                 // Whether or not the split happens (another writer may get
                 // there first), start over on the changed tree.
-                self.split(parent, node, v);
+                self.split(parent, node, v, key);
                 return Step::Restart;
             }
             if node.is_leaf() {
@@ -538,8 +589,11 @@ impl<K: Ord> DeltaTree<K> {
     /// Splits the full `node` (read at version `v`) in two and links the
     /// new right half into `parent` (read at its version; not full, since
     /// the descent split it otherwise) or into a new root. Gives up
-    /// quietly if either node changed.
-    fn split(&self, parent: Option<(&Node<K>, u64)>, node: &Node<K>, v: u64) {
+    /// quietly if either node changed. `key` is the key being inserted:
+    /// when it is above every key of the rightmost leaf, that leaf keeps
+    /// all but one of its keys (ascending inserts then fill leaves
+    /// instead of leaving each half empty).
+    fn split(&self, parent: Option<(&Node<K>, u64)>, node: &Node<K>, v: u64, key: &K) {
         let _grow = match parent {
             Some(_) => None,
             None => Some(lock(&self.grow)),
@@ -567,9 +621,20 @@ impl<K: Ord> DeltaTree<K> {
         }
         // Leaves keep `mid` records and move the rest; the separator is the
         // right leaf's first key. Inner nodes keep `mid` separators, move
-        // the ones after `keys[mid]`, and push `keys[mid]` up.
-        let mid = FANOUT / 2;
+        // the ones after `keys[mid]`, and push `keys[mid]` up. The
+        // rightmost leaf split by an ascending insert keeps all but its
+        // last record (a leaf is never empty).
         let leaf = node.is_leaf();
+        let rightmost = leaf && node.next.load(Ordering::Relaxed).is_null();
+        let mid = if rightmost
+            && node
+                .key_record(FANOUT - 1)
+                .is_some_and(|last| key > last.key())
+        {
+            FANOUT - 1
+        } else {
+            FANOUT / 2
+        };
         let right = Node::new(leaf);
         let moved_from = if leaf { mid } else { mid + 1 };
         for (to, from) in (moved_from..FANOUT).enumerate() {
@@ -614,6 +679,13 @@ impl<K: Ord> DeltaTree<K> {
                 let root = self.alloc_node(root);
                 self.root.store(root.as_ptr(), Ordering::Release);
             }
+        }
+        if rightmost {
+            // Published after the link above, so the hint never leads to
+            // a leaf the descent cannot reach. A later split of `right`
+            // may already have stored a newer hint: then this one is
+            // stale, and appends descend until the next rightmost split.
+            self.last_leaf.store(right.as_ptr(), Ordering::Release);
         }
         node.unlock(v);
         unlock_parent();
@@ -714,8 +786,76 @@ mod tests {
         }
     }
 
+    /// Leaves, left to right, and the keys each holds.
+    fn leaf_sizes(tree: &DeltaTree<u64>) -> Vec<usize> {
+        let mut sizes = Vec::new();
+        let mut leaf = tree.leaf_for(None).map(|(leaf, _)| leaf);
+        while let Some(l) = leaf {
+            sizes.push(l.len());
+            leaf = l.next_leaf();
+        }
+        sizes
+    }
+
+    #[test]
+    fn ascending_inserts_append_to_the_last_leaf_and_fill_the_leaves() {
+        let tree = DeltaTree::new();
+        let evens: Vec<u64> = (0..2000u64).map(|i| i * 2).collect();
+        for &k in &evens {
+            assert!(insert(&tree, k));
+            let last = tree.last_leaf.load(Ordering::Relaxed);
+            // SAFETY: a leaf of the tree's arena, which lives as long as `tree`.
+            let last = unsafe { last.as_ref() }.expect("a non-empty tree has a last leaf");
+            assert!(last.next_leaf().is_none(), "the hint is the rightmost leaf");
+            assert_eq!(
+                last.key_record(last.len() - 1).map(|r| *r.key()),
+                Some(k),
+                "{k} went to the end of the last leaf"
+            );
+        }
+        let sizes = leaf_sizes(&tree);
+        // Every split of the rightmost leaf by an append keeps FANOUT - 1
+        // keys, so only the last leaf is not nearly full (even splits
+        // would leave 250 leaves of 8).
+        assert_eq!(sizes.len(), 2000usize.div_ceil(FANOUT - 1));
+        assert!(sizes[..sizes.len() - 1].iter().all(|&n| n == FANOUT - 1));
+        assert_eq!(keys(&tree), evens);
+        check_structure(&tree);
+        // Keys below the last leaf's range or inside it take the descent
+        // and land in place; one above every key appends again.
+        let mut expect = evens;
+        for k in [1u64, 1001, 3997, 3999, u64::MAX] {
+            assert!(insert(&tree, k));
+            assert!(!insert(&tree, k));
+            expect.push(k);
+        }
+        expect.sort_unstable();
+        assert_eq!(keys(&tree), expect);
+        check_structure(&tree);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Mostly ascending inserts (each a small step above or below the
+        /// largest key so far), where the append path and the descent
+        /// alternate, agree with a `BTreeSet`.
+        #[test]
+        fn mostly_ascending_inserts_agree_with_btreeset(
+            steps in proptest::collection::vec((0u64..6, 0u64..4), 0..700),
+        ) {
+            let tree = DeltaTree::new();
+            let mut oracle = BTreeSet::new();
+            let mut top = 1_000u64;
+            for (up, back) in steps {
+                top += up;
+                let k = top - back;
+                prop_assert_eq!(insert(&tree, k), oracle.insert(k));
+                prop_assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
+            }
+            prop_assert_eq!(keys(&tree), oracle.iter().copied().collect::<Vec<_>>());
+            check_structure(&tree);
+        }
 
         /// Oracle: inserts, point lookups and successor queries agree
         /// with a `BTreeSet`.
@@ -744,6 +884,54 @@ mod tests {
             );
             check_structure(&tree);
         }
+    }
+
+    /// Three writers append interleaved ascending keys (two of them the
+    /// same keys) while a reader scans: every key is created exactly once,
+    /// found afterwards, and the tree stays sorted and balanced.
+    #[test]
+    fn concurrent_appenders_race_on_the_last_leaf() {
+        const KEYS: u64 = 30_000;
+        let tree = DeltaTree::<u64>::new();
+        let done = AtomicBool::new(false);
+        let created: Vec<u64> = std::thread::scope(|s| {
+            let writers: Vec<_> = [0u64, 1, 1]
+                .into_iter()
+                .map(|t| {
+                    let tree = &tree;
+                    s.spawn(move || {
+                        let mine: Vec<u64> =
+                            (t..KEYS).step_by(2).filter(|&k| insert(tree, k)).collect();
+                        for k in (t..KEYS).step_by(2) {
+                            assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            let reader = s.spawn(|| {
+                while !done.load(StdOrdering::Acquire) {
+                    let snapshot = keys(&tree);
+                    assert!(snapshot.windows(2).all(|w| w[0] < w[1]));
+                }
+            });
+            let created = writers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect();
+            done.store(true, StdOrdering::Release);
+            reader.join().unwrap();
+            created
+        });
+        let mut created = created;
+        created.sort_unstable();
+        assert_eq!(
+            created,
+            (0..KEYS).collect::<Vec<_>>(),
+            "each key created once"
+        );
+        assert_eq!(keys(&tree), created);
+        check_structure(&tree);
     }
 
     /// Writers race to create overlapping keys while readers check that a
@@ -931,6 +1119,46 @@ mod loom_tests {
             assert!(a_created != b_created, "exactly one creator");
             assert_eq!(a_at, b_at);
             assert_eq!(tree.records().len(), 2);
+        });
+    }
+
+    /// Two appenders racing on the last leaf (one fills it, so the other
+    /// may have to split it) and a reader of the last key: no key is lost
+    /// or doubled, and the reader finds the key it looks for.
+    #[test]
+    fn loom_racing_appends() {
+        model(3, || {
+            let (tree, (), (found, ())) = race(
+                &[10, 20],
+                |t| assert!(insert(t, 30)),
+                |t| {
+                    let found = key_of(t.get(&20));
+                    assert!(insert(t, 40));
+                    (found, ())
+                },
+            );
+            assert_eq!(found, Some(20));
+            let keys: Vec<u64> = tree.records().iter().map(|r| *r.key()).collect();
+            assert_eq!(keys, vec![10, 20, 30, 40]);
+            assert!(insert(&tree, 50), "an append after a full leaf splits it");
+            let keys: Vec<u64> = tree.records().iter().map(|r| *r.key()).collect();
+            assert_eq!(keys, vec![10, 20, 30, 40, 50]);
+        });
+    }
+
+    /// Two writers creating the same key above every key: one creates it
+    /// (on the append path or the descent), both get its record.
+    #[test]
+    fn loom_one_appender_per_key() {
+        model(3, || {
+            let create = |t: &DeltaTree<u64>| {
+                let e = t.get_or_insert(&30, || DeltaRecord::removed(30));
+                (e.created, ptr::from_ref(e.record) as usize)
+            };
+            let (tree, (a_created, a_at), (b_created, b_at)) = race(&[10, 20], create, create);
+            assert!(a_created != b_created, "exactly one creator");
+            assert_eq!(a_at, b_at);
+            assert_eq!(tree.records().len(), 3);
         });
     }
 

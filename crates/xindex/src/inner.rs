@@ -298,7 +298,7 @@ impl<K: Key> Inner<K> {
         let backoff = Backoff::new();
         loop {
             let guard = self.reclaimer.pin();
-            let group = self.root(&guard).route(key, &guard);
+            let group = self.root(&guard).route_write(key, &guard);
             if let Attempt::Done(done) = try_put(group, key, word, &self.budget) {
                 drop(guard);
                 if done.previous.is_none() {

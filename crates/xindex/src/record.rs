@@ -115,7 +115,6 @@ pub(crate) enum Outcome {
 
 impl RecordCell {
     /// A live record holding `word`.
-    #[cfg(test)]
     pub(crate) fn live(word: u64) -> Self {
         RecordCell {
             meta: AtomicU64::new(0),
@@ -123,7 +122,7 @@ impl RecordCell {
         }
     }
 
-    /// A removed record (a placeholder a writer revives right after inserting it).
+    /// A removed record.
     pub(crate) fn removed() -> Self {
         RecordCell {
             meta: AtomicU64::new(removed(0)),

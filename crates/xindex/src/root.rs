@@ -484,6 +484,17 @@ impl<K: Key> Root<K> {
         self.route_from(slot, key, guard)
     }
 
+    /// [`route`](Self::route) for a write: a key at or above the last
+    /// pivot (an append, most often) goes to the last slot after one
+    /// compare, without the root's model or its search.
+    #[inline(always)]
+    pub(crate) fn route_write<'g>(&'g self, key: &K, guard: &'g Guard) -> &'g Group<K> {
+        match self.pivots.last() {
+            Some(last) if last <= key => self.route_from(self.pivots.len(), key, guard),
+            _ => self.route(key, guard),
+        }
+    }
+
     /// First half of a pipelined [`route`](Self::route): the slot for
     /// `key`, with the cache lines of the group node it names requested.
     #[inline]
