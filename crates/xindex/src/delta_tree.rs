@@ -287,6 +287,15 @@ impl<K, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
     }
 }
 
+/// What [`DeltaTree::try_append`] did.
+enum Append<'a, K> {
+    Done(Entry<'a, K>),
+    /// The rightmost leaf changed or is held by a writer: try again.
+    Again,
+    /// The key is not the rightmost leaf's, or the leaf is full.
+    Descend,
+}
+
 /// One step of a descent: go on, or start over from the root.
 enum Step<T> {
     Done(T),
@@ -442,9 +451,17 @@ impl<K: Ord> DeltaTree<K> {
             make: Some(make),
             made: None,
         };
+        let backoff = Backoff::new();
         loop {
-            if let Some(entry) = self.try_append(key, &mut pending) {
-                return entry;
+            match self.try_append(key, &mut pending) {
+                Append::Done(entry) => return entry,
+                // The last leaf changed under the attempt, or a writer holds
+                // it: another writer made progress, so try it again.
+                Append::Again => {
+                    backoff.snooze();
+                    continue;
+                }
+                Append::Descend => {}
             }
             let step = match self.root_snapshot() {
                 None => self.plant(&mut pending),
@@ -482,43 +499,67 @@ impl<K: Ord> DeltaTree<K> {
         })
     }
 
-    /// Inserts `key` at the end of the rightmost leaf, without a descent,
-    /// if it is above every key of the tree and that leaf has room (keys
-    /// inserted in ascending order); `None` if that does not hold, and the
-    /// caller descends.
+    /// Inserts `key` into the rightmost leaf without a descent if the leaf
+    /// covers it (the key is at or above the leaf's first key) and has
+    /// room, or finds its record there: the path of keys inserted in
+    /// ascending order, also by several threads whose keys interleave.
     #[inline]
     fn try_append<F: FnOnce() -> DeltaRecord<K>>(
         &self,
         key: &K,
         pending: &mut Pending<K, F>,
-    ) -> Option<Entry<'_, K>> {
+    ) -> Append<'_, K> {
         let p = self.last_leaf.load(Ordering::Acquire);
         // SAFETY: as in `Node::child`: the hint is null or a leaf of the
         // tree's node arena, published complete by the Release store.
-        let leaf = unsafe { p.as_ref() }?;
-        let v = leaf.stable_version()?;
+        let Some(leaf) = (unsafe { p.as_ref() }) else {
+            return Append::Descend;
+        };
+        let Some(v) = leaf.stable_version() else {
+            return Append::Again;
+        };
         let len = leaf.len();
-        if len == 0 || len == FANOUT || !leaf.next.load(Ordering::Acquire).is_null() {
-            return None;
+        if len == 0 || !leaf.next.load(Ordering::Acquire).is_null() {
+            return Append::Descend;
         }
-        if key <= leaf.key_record(len - 1)?.key() {
-            return None;
+        // A stable leaf has every slot below `len`: a hole is a torn read.
+        let Some(first) = leaf.key_record(0) else {
+            return Append::Again;
+        };
+        if key < first.key() {
+            return Append::Descend;
+        }
+        let Some((at, existing)) = leaf.find(key) else {
+            return Append::Again;
+        };
+        if let Some(record) = existing {
+            return if leaf.validate(v) {
+                Append::Done(Entry {
+                    record,
+                    created: false,
+                })
+            } else {
+                Append::Again
+            };
+        }
+        if len == FANOUT {
+            // The descent splits it.
+            return Append::Descend;
         }
         let value = pending.take();
         if !leaf.try_lock(v) {
             pending.put_back(value);
-            return None;
+            return Append::Again;
         }
-        // Locked at the version the checks above read: the leaf has no
-        // right neighbour, so it covers every key from its first one up,
-        // and `key` is above all of its keys. So the key is absent from
-        // the tree, this leaf covers it, and its place is the end.
+        // Locked at the version everything above was read at: the leaf has
+        // no right neighbour, so it covers every key from its first one
+        // up, `key` among them; the key is absent and `at` is its place.
         let record = self.alloc_record(value);
-        leaf.insert_at(len, record, None);
+        leaf.insert_at(at, record, None);
         leaf.unlock(v);
         // SAFETY: the record lives in the arena as long as `self`.
         let record = unsafe { record.as_ref() };
-        Some(Entry {
+        Append::Done(Entry {
             record,
             created: true,
         })
@@ -590,9 +631,9 @@ impl<K: Ord> DeltaTree<K> {
     /// new right half into `parent` (read at its version; not full, since
     /// the descent split it otherwise) or into a new root. Gives up
     /// quietly if either node changed. `key` is the key being inserted:
-    /// when it is above every key of the rightmost leaf, that leaf keeps
-    /// all but one of its keys (ascending inserts then fill leaves
-    /// instead of leaving each half empty).
+    /// when it is above all but the last key of the rightmost leaf, that
+    /// leaf keeps all but two of its keys (ascending inserts then fill
+    /// leaves instead of leaving each half empty).
     fn split(&self, parent: Option<(&Node<K>, u64)>, node: &Node<K>, v: u64, key: &K) {
         let _grow = match parent {
             Some(_) => None,
@@ -622,16 +663,17 @@ impl<K: Ord> DeltaTree<K> {
         // Leaves keep `mid` records and move the rest; the separator is the
         // right leaf's first key. Inner nodes keep `mid` separators, move
         // the ones after `keys[mid]`, and push `keys[mid]` up. The
-        // rightmost leaf split by an ascending insert keeps all but its
-        // last record (a leaf is never empty).
+        // rightmost leaf split for a key above all but its last record
+        // keeps all but two (so two writers whose ascending keys
+        // interleave both find room on either side).
         let leaf = node.is_leaf();
         let rightmost = leaf && node.next.load(Ordering::Relaxed).is_null();
         let mid = if rightmost
             && node
-                .key_record(FANOUT - 1)
+                .key_record(FANOUT - 2)
                 .is_some_and(|last| key > last.key())
         {
-            FANOUT - 1
+            FANOUT - 2
         } else {
             FANOUT / 2
         };
@@ -814,11 +856,11 @@ mod tests {
             );
         }
         let sizes = leaf_sizes(&tree);
-        // Every split of the rightmost leaf by an append keeps FANOUT - 1
+        // Every split of the rightmost leaf by an append keeps FANOUT - 2
         // keys, so only the last leaf is not nearly full (even splits
         // would leave 250 leaves of 8).
-        assert_eq!(sizes.len(), 2000usize.div_ceil(FANOUT - 1));
-        assert!(sizes[..sizes.len() - 1].iter().all(|&n| n == FANOUT - 1));
+        assert_eq!(sizes.len(), 2000usize.div_ceil(FANOUT - 2));
+        assert!(sizes[..sizes.len() - 1].iter().all(|&n| n == FANOUT - 2));
         assert_eq!(keys(&tree), evens);
         check_structure(&tree);
         // Keys below the last leaf's range or inside it take the descent
