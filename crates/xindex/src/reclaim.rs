@@ -208,12 +208,17 @@ impl Reclaimer {
     /// on), retired exactly once, and reachable only from nodes of this
     /// index (whose readers pin this collector).
     pub(crate) unsafe fn retire<T: Send + 'static>(&self, node: Shared<'_, T>) {
+        // Room first: a panic in `reserve` (capacity overflow) leaves the
+        // node unowned, so it leaks instead of being freed while readers
+        // may hold it.
+        let mut limbo = self.limbo.lock();
+        limbo.open.reserve(1);
         // SAFETY: forwarded from the contract: this is the only owner from
         // now on. The node is dropped only after a barrier sealed later
         // (its flag set), so readers that may still hold it, having pinned
         // this collector before it was unlinked, have unpinned by then.
         let owned = unsafe { node.into_owned() };
-        self.limbo.lock().open.push(owned.into_box());
+        limbo.open.push(owned.into_box());
     }
 
     /// [`retire`](Self::retire) for a node that another owner type frees
@@ -225,7 +230,14 @@ impl Reclaimer {
     /// As for `retire`: what `owner` frees is unlinked, retired once, and
     /// reachable only from nodes of this index.
     pub(crate) unsafe fn retire_owned<T: Send + 'static>(&self, owner: T) {
-        self.limbo.lock().open.push(Box::new(owner));
+        // A panic before the push (capacity overflow) must leak `owner`,
+        // not drop it while readers may still use what it frees.
+        let owner = std::mem::ManuallyDrop::new(owner);
+        let mut limbo = self.limbo.lock();
+        limbo.open.reserve(1);
+        limbo
+            .open
+            .push(Box::new(std::mem::ManuallyDrop::into_inner(owner)));
     }
 
     /// Seals the nodes retired so far under a new barrier flag and starts
