@@ -526,40 +526,51 @@ impl<K: Ord> DeltaTree<K> {
         let Some(first) = leaf.key_record(0) else {
             return Append::Again;
         };
-        if key < first.key() {
+        if key < first.key() || len == FANOUT {
+            // Not this leaf's key, or the leaf needs the descent's split.
             return Append::Descend;
         }
-        let Some((at, existing)) = leaf.find(key) else {
-            return Append::Again;
-        };
+        // The leaf has no right neighbour, so it covers every key from its
+        // first one up, `key` among them (checked again by the version).
+        match self.insert_into_leaf(leaf, v, key, pending) {
+            Some(entry) => Append::Done(entry),
+            None => Append::Again,
+        }
+    }
+
+    /// The last step of an insert: `leaf`, read at version `v` and not full
+    /// at it, covers `key`. Returns the key's record, found or created, or
+    /// `None` if the leaf changed since `v` (the caller starts again).
+    #[inline]
+    fn insert_into_leaf<'a, F: FnOnce() -> DeltaRecord<K>>(
+        &'a self,
+        leaf: &'a Node<K>,
+        v: u64,
+        key: &K,
+        pending: &mut Pending<K, F>,
+    ) -> Option<Entry<'a, K>> {
+        let (at, existing) = leaf.find(key)?;
         if let Some(record) = existing {
-            return if leaf.validate(v) {
-                Append::Done(Entry {
-                    record,
-                    created: false,
-                })
-            } else {
-                Append::Again
-            };
+            return leaf.validate(v).then_some(Entry {
+                record,
+                created: false,
+            });
         }
-        if len == FANOUT {
-            // The descent splits it.
-            return Append::Descend;
-        }
+        // Made before locking: readers of the leaf wait for the shift
+        // only, not for the key's clone.
         let value = pending.take();
         if !leaf.try_lock(v) {
             pending.put_back(value);
-            return Append::Again;
+            return None;
         }
-        // Locked at the version everything above was read at: the leaf has
-        // no right neighbour, so it covers every key from its first one
-        // up, `key` among them; the key is absent and `at` is its place.
+        // Locked at the version the search ran at: `at` is the position,
+        // the key is absent, and the leaf is not full.
         let record = self.alloc_record(value);
         leaf.insert_at(at, record, None);
         leaf.unlock(v);
         // SAFETY: the record lives in the arena as long as `self`.
         let record = unsafe { record.as_ref() };
-        Append::Done(Entry {
+        Some(Entry {
             record,
             created: true,
         })
@@ -594,37 +605,10 @@ impl<K: Ord> DeltaTree<K> {
             parent = Some((node, v));
             (node, v) = (child, cv);
         }
-        let Some((at, existing)) = node.find(key) else {
-            return Step::Restart;
-        };
-        if let Some(record) = existing {
-            return if node.validate(v) {
-                Step::Done(Entry {
-                    record,
-                    created: false,
-                })
-            } else {
-                Step::Restart
-            };
+        match self.insert_into_leaf(node, v, key, pending) {
+            Some(entry) => Step::Done(entry),
+            None => Step::Restart,
         }
-        // Made before locking: readers of the leaf wait for the shift
-        // only, not for the key's clone.
-        let value = pending.take();
-        if !node.try_lock(v) {
-            pending.put_back(value);
-            return Step::Restart;
-        }
-        // Locked at the version the search ran at: `at` is the position,
-        // the key is absent, and the leaf is not full.
-        let record = self.alloc_record(value);
-        node.insert_at(at, record, None);
-        node.unlock(v);
-        // SAFETY: the record lives in the arena as long as `self`.
-        let record = unsafe { record.as_ref() };
-        Step::Done(Entry {
-            record,
-            created: true,
-        })
     }
 
     /// Splits the full `node` (read at version `v`) in two and links the
@@ -928,93 +912,30 @@ mod tests {
         }
     }
 
-    /// Three writers append interleaved ascending keys (two of them the
-    /// same keys) while a reader scans: every key is created exactly once,
-    /// found afterwards, and the tree stays sorted and balanced.
-    #[test]
-    fn concurrent_appenders_race_on_the_last_leaf() {
-        const KEYS: u64 = 30_000;
-        let tree = DeltaTree::<u64>::new();
+    /// Runs `writer(t)` on a thread for each `t` in `threads` (each
+    /// returns the keys it created) beside a thread calling `reader` until
+    /// they are done, then checks that every key of `0..count` was created
+    /// exactly once and that the tree holds them, sorted and balanced.
+    fn writers_beside_reader(
+        count: u64,
+        threads: &[u64],
+        writer: impl Fn(&DeltaTree<u64>, u64) -> Vec<u64> + Sync,
+        reader: impl Fn(&DeltaTree<u64>) + Sync,
+    ) {
+        let tree = &DeltaTree::new();
         let done = AtomicBool::new(false);
-        let created: Vec<u64> = std::thread::scope(|s| {
-            let writers: Vec<_> = [0u64, 1, 1]
-                .into_iter()
-                .map(|t| {
-                    let tree = &tree;
-                    s.spawn(move || {
-                        let mine: Vec<u64> =
-                            (t..KEYS).step_by(2).filter(|&k| insert(tree, k)).collect();
-                        for k in (t..KEYS).step_by(2) {
-                            assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            let reader = s.spawn(|| {
-                while !done.load(StdOrdering::Acquire) {
-                    let snapshot = keys(&tree);
-                    assert!(snapshot.windows(2).all(|w| w[0] < w[1]));
-                }
-            });
-            let created = writers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap())
-                .collect();
-            done.store(true, StdOrdering::Release);
-            reader.join().unwrap();
-            created
-        });
-        let mut created = created;
-        created.sort_unstable();
-        assert_eq!(
-            created,
-            (0..KEYS).collect::<Vec<_>>(),
-            "each key created once"
-        );
-        assert_eq!(keys(&tree), created);
-        check_structure(&tree);
-    }
-
-    /// Writers race to create overlapping keys while readers check that a
-    /// key, once created, is always found and that scans stay sorted.
-    #[test]
-    fn concurrent_inserts_and_readers() {
-        const KEYS: u64 = 20_000;
-        let tree = DeltaTree::<u64>::new();
-        let done = AtomicBool::new(false);
-        let created: Vec<u64> = std::thread::scope(|s| {
-            let writers: Vec<_> = (0..3u64)
-                .map(|t| {
-                    let tree = &tree;
-                    s.spawn(move || {
-                        let mut mine = Vec::new();
-                        for i in 0..KEYS {
-                            // Overlapping orders: each key is raced by all three.
-                            let k = (i * (2 * t + 1) * 7919) % KEYS;
-                            if insert(tree, k) {
-                                mine.push(k);
-                            }
-                            assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
-                        }
-                        mine
-                    })
+        let mut created: Vec<u64> = std::thread::scope(|s| {
+            let writers: Vec<_> = threads
+                .iter()
+                .map(|&t| {
+                    let writer = &writer;
+                    s.spawn(move || writer(tree, t))
                 })
                 .collect();
             let reader = s.spawn(|| {
                 let mut rounds = 0u64;
                 while !done.load(StdOrdering::Acquire) || rounds == 0 {
-                    let snapshot = keys(&tree);
-                    assert!(
-                        snapshot.windows(2).all(|w| w[0] < w[1]),
-                        "scan sorted, no repeats"
-                    );
-                    // Everything seen in the snapshot stays findable.
-                    for &k in snapshot.iter().step_by(97) {
-                        assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
-                        let next = tree.first_from(Bound::Excluded(&k)).map(|r| *r.key());
-                        assert!(next.is_none_or(|n| n > k));
-                    }
+                    reader(tree);
                     rounds += 1;
                 }
             });
@@ -1026,12 +947,70 @@ mod tests {
             reader.join().unwrap();
             created
         });
-        let mut created = created;
         created.sort_unstable();
-        let all: Vec<u64> = (0..KEYS).collect();
+        let all: Vec<u64> = (0..count).collect();
         assert_eq!(created, all, "every key created exactly once");
-        assert_eq!(keys(&tree), all);
-        check_structure(&tree);
+        assert_eq!(keys(tree), all);
+        check_structure(tree);
+    }
+
+    /// Three writers append interleaved ascending keys (two of them the
+    /// same keys) while a reader scans: every key is created exactly once,
+    /// found afterwards, and the tree stays sorted and balanced.
+    #[test]
+    fn concurrent_appenders_race_on_the_last_leaf() {
+        const KEYS: u64 = 30_000;
+        writers_beside_reader(
+            KEYS,
+            &[0, 1, 1],
+            |tree, t| {
+                let mine: Vec<u64> = (t..KEYS).step_by(2).filter(|&k| insert(tree, k)).collect();
+                for k in (t..KEYS).step_by(2) {
+                    assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
+                }
+                mine
+            },
+            |tree| {
+                let snapshot = keys(tree);
+                assert!(snapshot.windows(2).all(|w| w[0] < w[1]));
+            },
+        );
+    }
+
+    /// Writers race to create overlapping keys while readers check that a
+    /// key, once created, is always found and that scans stay sorted.
+    #[test]
+    fn concurrent_inserts_and_readers() {
+        const KEYS: u64 = 20_000;
+        writers_beside_reader(
+            KEYS,
+            &[0, 1, 2],
+            |tree, t| {
+                let mut mine = Vec::new();
+                for i in 0..KEYS {
+                    // Overlapping orders: each key is raced by all three.
+                    let k = (i * (2 * t + 1) * 7919) % KEYS;
+                    if insert(tree, k) {
+                        mine.push(k);
+                    }
+                    assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
+                }
+                mine
+            },
+            |tree| {
+                let snapshot = keys(tree);
+                assert!(
+                    snapshot.windows(2).all(|w| w[0] < w[1]),
+                    "scan sorted, no repeats"
+                );
+                // Everything seen in the snapshot stays findable.
+                for &k in snapshot.iter().step_by(97) {
+                    assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
+                    let next = tree.first_from(Bound::Excluded(&k)).map(|r| *r.key());
+                    assert!(next.is_none_or(|n| n > k));
+                }
+            },
+        );
     }
 
     #[test]
@@ -1148,20 +1127,26 @@ mod loom_tests {
         });
     }
 
-    /// Two writers racing to create one key: exactly one creates it, and
-    /// both get the same record.
-    #[test]
-    fn loom_one_creator_per_key() {
-        model(3, || {
-            let create = |t: &DeltaTree<u64>| {
-                let e = t.get_or_insert(&20, || DeltaRecord::removed(20));
+    /// Two writers racing to create `key` in a tree holding `keys`:
+    /// exactly one creates it, and both get the same record.
+    fn one_creator(keys: &'static [u64], key: u64) {
+        model(3, move || {
+            let create = move |t: &DeltaTree<u64>| {
+                let e = t.get_or_insert(&key, || DeltaRecord::removed(key));
                 (e.created, ptr::from_ref(e.record) as usize)
             };
-            let (tree, (a_created, a_at), (b_created, b_at)) = race(&[10], create, create);
+            let (tree, (a_created, a_at), (b_created, b_at)) = race(keys, create, create);
             assert!(a_created != b_created, "exactly one creator");
             assert_eq!(a_at, b_at);
-            assert_eq!(tree.records().len(), 2);
+            assert_eq!(tree.records().len(), keys.len() + 1);
         });
+    }
+
+    /// Two writers racing to create a key below the last leaf's first
+    /// key (on the descent).
+    #[test]
+    fn loom_one_creator_per_key() {
+        one_creator(&[10, 30], 5);
     }
 
     /// Two appenders racing on the last leaf (one fills it, so the other
@@ -1192,16 +1177,7 @@ mod loom_tests {
     /// (on the append path or the descent), both get its record.
     #[test]
     fn loom_one_appender_per_key() {
-        model(3, || {
-            let create = |t: &DeltaTree<u64>| {
-                let e = t.get_or_insert(&30, || DeltaRecord::removed(30));
-                (e.created, ptr::from_ref(e.record) as usize)
-            };
-            let (tree, (a_created, a_at), (b_created, b_at)) = race(&[10, 20], create, create);
-            assert!(a_created != b_created, "exactly one creator");
-            assert_eq!(a_at, b_at);
-            assert_eq!(tree.records().len(), 3);
-        });
+        one_creator(&[10, 20], 30);
     }
 
     /// Two writers splitting the same full leaf: no key is lost or doubled.
