@@ -140,9 +140,9 @@ impl<K: Key> Delta<K> {
     ///
     /// Asks the tree even when [`len`](Self::len) is 0 (an empty tree
     /// answers from its null root): the creator of a record counts it only
-    /// after linking it, and in between another put may find the record,
-    /// revive it and return. A get trusting the count would then miss a
-    /// committed put.
+    /// after linking it (live, so its put has committed), and in between
+    /// another put may find the record, update it and return. A get
+    /// trusting the count would then miss a committed put.
     #[inline]
     pub(crate) fn get(&self, key: &K) -> Option<&RecordCell> {
         self.tree.get(key).map(DeltaRecord::value)
@@ -211,20 +211,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_put_reviving_a_record_not_yet_counted_is_visible() {
-        // Found by the linearizability test: a put created the key's
-        // record and was descheduled before counting it; a second put found
-        // the record, revived it and returned; a get then trusted the
-        // count of 0 and missed the committed value.
+    fn a_put_finding_a_record_not_yet_counted_is_visible() {
+        // Found by the linearizability test (when new keys entered as
+        // removed placeholders): a put created the key's record and was
+        // descheduled before counting it; a second put found the record,
+        // wrote it and returned; a get then trusted the count of 0 and
+        // missed the committed value.
         let d = Delta::<u64>::new();
         let budget = DeltaBudget::new(usize::MAX);
-        let linked = d.tree.get_or_insert(&5, || DeltaRecord::removed(5));
+        let linked = d.tree.get_or_insert(&5, || DeltaRecord::live(5, 40));
         assert!(linked.created, "the first put's record, not yet counted");
         assert_eq!(d.len(), 0);
+        assert_eq!(d.get(&5).and_then(RecordCell::read), Some(40), "first put");
         assert_eq!(
             d.upsert(&5, 50, &budget).previous,
-            None,
-            "second put commits"
+            Some(40),
+            "second put commits over the first"
         );
         assert_eq!(d.get(&5).and_then(RecordCell::read), Some(50));
         assert_eq!(d.first_from(Bound::Unbounded).map(|r| *r.key()), Some(5));

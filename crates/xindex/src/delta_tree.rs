@@ -515,6 +515,12 @@ impl<K: Ord> DeltaTree<K> {
         let Some(leaf) = (unsafe { p.as_ref() }) else {
             return Append::Descend;
         };
+        // A right neighbour, once set, stays: checked before the version,
+        // so that a stale hint whose leaf descents keep locking sends
+        // appends down the tree instead of waiting on it.
+        if !leaf.next.load(Ordering::Acquire).is_null() {
+            return Append::Descend;
+        }
         let Some(v) = leaf.stable_version() else {
             return Append::Again;
         };
@@ -526,9 +532,19 @@ impl<K: Ord> DeltaTree<K> {
         let Some(first) = leaf.key_record(0) else {
             return Append::Again;
         };
-        if key < first.key() || len == FANOUT {
-            // Not this leaf's key, or the leaf needs the descent's split.
+        if key < first.key() {
             return Append::Descend;
+        }
+        if len == FANOUT {
+            // An existing key is found here; a new one needs the descent,
+            // which splits the leaf.
+            return match leaf.find(key) {
+                Some((_, Some(record))) if leaf.validate(v) => Append::Done(Entry {
+                    record,
+                    created: false,
+                }),
+                _ => Append::Descend,
+            };
         }
         // The leaf has no right neighbour, so it covers every key from its
         // first one up, `key` among them (checked again by the version).
@@ -761,10 +777,38 @@ mod tests {
             assert!(depths.windows(2).all(|w| w[0] == w[1]), "balanced");
             depths[0] + 1
         }
-        match tree.root_snapshot() {
-            None => 0,
-            Some((root, _)) => walk(root, None, None),
+        fn leaves<'a>(node: &'a Node<u64>, out: &mut Vec<&'a Node<u64>>) {
+            if node.is_leaf() {
+                out.push(node);
+            } else {
+                (0..=node.len()).for_each(|i| leaves(node.child(i).unwrap(), out));
+            }
         }
+        let Some((root, _)) = tree.root_snapshot() else {
+            return 0;
+        };
+        let depth = walk(root, None, None);
+        // The `next` chain visits the leaves in key order, and the last
+        // leaf hint is the rightmost leaf or a stale one with a neighbour.
+        let mut in_order = Vec::new();
+        leaves(root, &mut in_order);
+        let mut chained = vec![tree.leaf_for(None).unwrap().0];
+        while let Some(next) = chained.last().unwrap().next_leaf() {
+            chained.push(next);
+        }
+        assert!(
+            in_order.len() == chained.len()
+                && in_order.iter().zip(&chained).all(|(a, b)| ptr::eq(*a, *b)),
+            "leaf chain in key order"
+        );
+        let hint = tree.last_leaf.load(Ordering::Relaxed);
+        assert!(
+            ptr::eq(hint, *chained.last().unwrap())
+                // SAFETY: a leaf of the tree's arena, which outlives this call.
+                || unsafe { hint.as_ref() }.is_some_and(|l| l.next_leaf().is_some()),
+            "the hint is the rightmost leaf, or stale"
+        );
+        depth
     }
 
     #[test]
@@ -843,8 +887,9 @@ mod tests {
         // Every split of the rightmost leaf by an append keeps FANOUT - 2
         // keys, so only the last leaf is not nearly full (even splits
         // would leave 250 leaves of 8).
-        assert_eq!(sizes.len(), 2000usize.div_ceil(FANOUT - 2));
         assert!(sizes[..sizes.len() - 1].iter().all(|&n| n == FANOUT - 2));
+        assert!((1..=FANOUT).contains(sizes.last().unwrap()));
+        assert_eq!(sizes.iter().sum::<usize>(), 2000);
         assert_eq!(keys(&tree), evens);
         check_structure(&tree);
         // Keys below the last leaf's range or inside it take the descent
@@ -971,8 +1016,12 @@ mod tests {
                 mine
             },
             |tree| {
-                let snapshot = keys(tree);
-                assert!(snapshot.windows(2).all(|w| w[0] < w[1]));
+                // Keys are never removed: a later snapshot holds every key
+                // of an earlier one.
+                let first = keys(tree);
+                let second = keys(tree);
+                assert!(first.windows(2).all(|w| w[0] < w[1]));
+                assert!(first.iter().all(|k| second.binary_search(k).is_ok()));
             },
         );
     }
@@ -1149,9 +1198,9 @@ mod loom_tests {
         one_creator(&[10, 30], 5);
     }
 
-    /// Two appenders racing on the last leaf (one fills it, so the other
-    /// may have to split it) and a reader of the last key: no key is lost
-    /// or doubled, and the reader finds the key it looks for.
+    /// Two appenders racing on the last leaf (together they fill it) and a
+    /// reader of a key in it: no key is lost or doubled, the reader finds
+    /// its key, and an append after that splits the full leaf.
     #[test]
     fn loom_racing_appends() {
         model(3, || {
@@ -1173,8 +1222,35 @@ mod loom_tests {
         });
     }
 
-    /// Two writers creating the same key above every key: one creates it
-    /// (on the append path or the descent), both get its record.
+    /// Two appenders racing over a full root leaf, one of them splitting
+    /// it (a root split: the new root is published unlocked, and the hint
+    /// moves to the new right leaf), and a reader of its last key: no key
+    /// is lost or doubled, the reader finds its key, and the hint ends on
+    /// the rightmost leaf or a stale leaf with a neighbour.
+    #[test]
+    fn loom_appends_racing_a_root_split() {
+        model(2, || {
+            let (tree, (), (found, ())) = race(
+                &[10, 20, 30, 40],
+                |t| assert!(insert(t, 50)),
+                |t| {
+                    assert!(insert(t, 60));
+                    (key_of(t.get(&40)), ())
+                },
+            );
+            assert_eq!(found, Some(40));
+            let keys: Vec<u64> = tree.records().iter().map(|r| *r.key()).collect();
+            assert_eq!(keys, vec![10, 20, 30, 40, 50, 60]);
+            let hint = tree.last_leaf.load(Ordering::Relaxed);
+            // SAFETY: a leaf of the tree's arena, which `tree` keeps alive.
+            let hint = unsafe { hint.as_ref() }.expect("a hint");
+            let last = hint.key_record(hint.len() - 1).map(|r| *r.key());
+            assert!(last == Some(60) || hint.next_leaf().is_some());
+        });
+    }
+
+    /// Two writers creating the same key above every key on the append
+    /// path: one creates it, both get its record.
     #[test]
     fn loom_one_appender_per_key() {
         one_creator(&[10, 20], 30);
