@@ -152,9 +152,10 @@ impl<K: Key> Delta<K> {
     /// must have seen the delta unfrozen within its current epoch pin.
     /// A new entry is charged to `budget`.
     pub(crate) fn upsert(&self, key: &K, word: u64, budget: &DeltaBudget) -> Upserted {
-        // A new key enters live: the put commits when the tree's Release
-        // store links its record, and a racing put of the same key finds
-        // that record and writes through its lock.
+        // A new key enters live: the put commits when the leaf it is
+        // linked into unlocks (no validated read sees the record before),
+        // and a racing put of the same key finds that record and writes
+        // through its lock.
         let entry = self
             .tree
             .get_or_insert(key, || DeltaRecord::live(key.clone(), word));
