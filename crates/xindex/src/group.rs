@@ -197,10 +197,12 @@ impl<K: Key> Router<K> {
             return best.expect("checked").0;
         }
         for eps in ROUTER_EPS {
-            let Ok(fit) = optimal_pla::build(keys, eps) else {
-                break;
+            let fit = match optimal_pla::build_at_most(keys, eps, ROUTER_SEGMENTS) {
+                Ok(Some(fit)) => fit,
+                Ok(None) => continue,
+                Err(_) => break,
             };
-            if fit.model.len() > ROUTER_SEGMENTS || fit.model.is_empty() {
+            if fit.model.is_empty() {
                 continue;
             }
             let segments = fit.model.into_segments();

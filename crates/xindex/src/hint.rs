@@ -50,10 +50,14 @@ const HINT_REACH: usize = 16;
 ///
 /// Segment `j` serves offsets from `breaks[j - 1]` (segment 0: everything
 /// below `breaks[0]`) and predicts `bases[j] + slopes[j] * (x - anchor)`,
-/// anchored where it starts (`breaks[j - 1]`, segment 0 at the pivot):
-/// each base is then a position (fits a `u16`) and the offset it
-/// multiplies stays within the segment's span, which `f32` slopes keep
-/// precise for keys spread over the whole `u64` range.
+/// anchored where it starts (`breaks[j - 1]`; segment 0 at
+/// `first_anchor`): each base is then a position (fits a `u16`) and the
+/// offset it multiplies stays within the segment's span, which `f32`
+/// slopes keep precise for keys spread over the whole `u64` range.
+///
+/// Segment 0's line may pass below position 0 at the pivot (an optimal
+/// line only has to come within `eps` of it), where no `u16` base can
+/// hold it; it is then anchored further right, where it reaches 0.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct ArrayHint {
@@ -67,6 +71,9 @@ pub(crate) struct ArrayHint {
     /// Bytes from the key array to the cell array (they are stored one
     /// after the other, so this is small).
     cells: i32,
+    /// Offset from the pivot where segment 0 is anchored (0, or where its
+    /// line reaches position 0).
+    first_anchor: f32,
 }
 
 const _: () = assert!(std::mem::size_of::<ArrayHint>() == CACHE_LINE);
@@ -79,6 +86,7 @@ impl ArrayHint {
         breaks: [f64::INFINITY; HINT_SEGMENTS - 1],
         slopes: [0.0; HINT_SEGMENTS],
         bases: [0; HINT_SEGMENTS],
+        first_anchor: 0.0,
     };
 
     /// Whether this hint names arrays.
@@ -111,13 +119,15 @@ impl ArrayHint {
         }
         let points: Vec<K> = std::iter::once(pivot).chain(keys).cloned().collect();
         for eps in HINT_EPS {
-            let Ok(fit) = optimal_pla::build(&points, eps) else {
-                return Self::NONE;
+            // A bound that needs a fifth segment is abandoned there: the
+            // failing attempts cost only the keys up to it (fitting every
+            // bound in full took a fifth of a bulk load of geolite2).
+            let fit = match optimal_pla::build_at_most(&points, eps, HINT_SEGMENTS) {
+                Ok(Some(fit)) => fit,
+                Ok(None) => continue,
+                Err(_) => return Self::NONE,
             };
             let segments = fit.model.into_segments();
-            if segments.len() > HINT_SEGMENTS {
-                continue;
-            }
             let Some(hint) = Self::pack(pivot, &segments, keys, cells) else {
                 return Self::NONE;
             };
@@ -154,11 +164,21 @@ impl ArrayHint {
         // Unused entries repeat the last segment (no key selects them).
         for j in 0..HINT_SEGMENTS {
             let (s, origin) = (&segments[j.min(last)], offsets[j.min(last)]);
-            let anchor = if j == 0 { 0.0 } else { origin };
+            let mut anchor = if j == 0 { 0.0 } else { origin };
             // Minus one: the keys were fitted one position after the pivot.
-            let base = s.intercept + s.slope * (anchor - origin) - 1.0;
+            let mut base = s.intercept + s.slope * (anchor - origin) - 1.0;
             if !base.is_finite() || !s.slope.is_finite() {
                 return None;
+            }
+            if j == 0 && base < 0.0 && s.slope > 0.0 {
+                // Where the line reaches 0: every key left of it is
+                // predicted at 0, as the clamped line would have it.
+                let zero = (anchor - base / s.slope) as f32;
+                if zero.is_finite() {
+                    hint.first_anchor = zero;
+                    anchor = f64::from(zero);
+                    base = s.intercept + s.slope * (anchor - origin) - 1.0;
+                }
             }
             hint.slopes[j] = s.slope as f32;
             hint.bases[j] = base.round().clamp(0.0, f64::from(u16::MAX)) as u16;
@@ -184,7 +204,11 @@ impl ArrayHint {
     pub(crate) fn predict(&self, x: f64) -> usize {
         let b = &self.breaks;
         let j = b.iter().map(|&b| usize::from(x >= b)).sum::<usize>();
-        let anchor = if j == 0 { 0.0 } else { b[j - 1] };
+        let anchor = if j == 0 {
+            f64::from(self.first_anchor)
+        } else {
+            b[j - 1]
+        };
         // At most `u16::MAX`: a key far above the array extrapolates
         // within reach of it, not to an arbitrary address.
         (f64::from(self.bases[j]) + f64::from(self.slopes[j]) * (x - anchor))
@@ -262,6 +286,31 @@ mod tests {
         assert!(hint.is_some());
         assert!(hint.max_error(&pivot, &keys) <= 10, "{hint:?}");
         assert_eq!(share_within(&hint, pivot, &keys, 10), 1.0);
+    }
+
+    #[test]
+    fn a_first_line_below_zero_at_the_pivot_keeps_the_tightest_bound() {
+        // Sparse first keys, then dense ones: the one optimal line bends
+        // below position 0 at the pivot (geolite2's groups did this, and
+        // a clamped base cost them their eps-8 hints).
+        let mut keys: Vec<u64> = (0..40u64).map(|i| 1_000 + i * 100).collect();
+        keys.extend((0..400u64).map(|i| 5_000 + i * 60));
+        let points: Vec<u64> = std::iter::once(keys[0])
+            .chain(keys.iter().copied())
+            .collect();
+        let fit = optimal_pla::build(&points, HINT_EPS[0]).unwrap();
+        assert!(fit.model.len() <= HINT_SEGMENTS);
+        let first = &fit.model.segments()[0];
+        assert!(
+            first.intercept < -2.0,
+            "the case needs a line below 0: {first:?}"
+        );
+        let hint = ArrayHint::fit(&keys[0], &keys, &cells_for(keys.len()));
+        assert!(hint.first_anchor > 0.0, "{hint:?}");
+        assert!(
+            hint.max_error(&keys[0], &keys) <= HINT_EPS[0] + 2,
+            "{hint:?}"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! in practice `eps`).
 
 use super::Fitted;
-use super::pla::{Pla, SegmentFitter, build_with};
+use super::pla::{Pla, SegmentFitter, build_capped, build_with};
 use crate::error::Result;
 use crate::key::Key;
 
@@ -40,6 +40,18 @@ use crate::key::Key;
 /// [`Error::Unsorted`](crate::Error::Unsorted). No keys gives an empty model.
 pub fn build<K: Key>(keys: &[K], eps: usize) -> Result<Fitted<Pla<K>>> {
     build_with(keys, eps, &mut Hull::new(eps as f64))
+}
+
+/// [`build`] for a caller that can use at most `max_segments` segments:
+/// `Ok(None)` if the keys need more, found as soon as one more segment is
+/// closed, so a failing attempt costs only the keys up to that point.
+/// Otherwise the same model and error as [`build`], with the same errors.
+pub fn build_at_most<K: Key>(
+    keys: &[K],
+    eps: usize,
+    max_segments: usize,
+) -> Result<Option<Fitted<Pla<K>>>> {
+    build_capped(keys, eps, max_segments, &mut Hull::new(eps as f64))
 }
 
 /// Arithmetic the cone runs on: `f64` for [`build`] (rounded, guarded by
@@ -716,6 +728,42 @@ mod tests {
         #[test]
         fn error_bounded_u64(keys in u64_keys(400), eps in prop_oneof![0usize..4, 4usize..64]) {
             check(&keys, eps);
+        }
+
+        #[test]
+        fn capped_build_is_the_build_or_none(
+            keys in u64_keys(400),
+            eps in 0usize..24,
+            cap in 0usize..12,
+        ) {
+            let full = build(&keys, eps).unwrap();
+            match build_at_most(&keys, eps, cap).unwrap() {
+                Some(capped) => {
+                    prop_assert!(full.model.len() <= cap);
+                    prop_assert_eq!(capped.model.segments(), full.model.segments());
+                    prop_assert_eq!(capped.max_error, full.max_error);
+                }
+                None => prop_assert!(full.model.len() > cap, "{} segments fit the cap {cap}", full.model.len()),
+            }
+        }
+
+        #[test]
+        fn capped_build_agrees_where_segments_split(
+            mut v in proptest::collection::vec(
+                prop_oneof![proptest::num::f64::NORMAL, Just(f64::INFINITY), Just(f64::NEG_INFINITY)], 0..200),
+            eps in 0usize..8,
+            cap in 0usize..20,
+        ) {
+            // Extreme offsets defeat the float fitter and exercise the
+            // driver's split, which must stop at the cap too.
+            let mut keys: Vec<F64Key> = v.drain(..).map(|x| F64Key::new(x).unwrap()).collect();
+            keys.sort();
+            let full = build(&keys, eps).unwrap();
+            let capped = build_at_most(&keys, eps, cap).unwrap();
+            prop_assert_eq!(capped.is_some(), full.model.len() <= cap);
+            if let Some(capped) = capped {
+                prop_assert_eq!(capped.model.segments(), full.model.segments());
+            }
         }
 
         #[test]

@@ -119,6 +119,19 @@ pub(crate) fn build_with<K: Key, F: SegmentFitter>(
     eps: usize,
     fitter: &mut F,
 ) -> Result<Fitted<Pla<K>>> {
+    Ok(build_capped(keys, eps, usize::MAX, fitter)?.expect("no segment limit to exceed"))
+}
+
+/// [`build_with`] that gives up, returning `None`, as soon as a
+/// `max_segments + 1`-th segment is closed: a caller that can only use a
+/// few segments does not pay for fitting the rest of the keys. When it
+/// returns a model, that model is the one `build_with` returns.
+pub(crate) fn build_capped<K: Key, F: SegmentFitter>(
+    keys: &[K],
+    eps: usize,
+    max_segments: usize,
+    fitter: &mut F,
+) -> Result<Option<Fitted<Pla<K>>>> {
     check_eps(eps)?;
     let mut driver = Driver {
         keys,
@@ -126,18 +139,22 @@ pub(crate) fn build_with<K: Key, F: SegmentFitter>(
         fitter,
         segments: Vec::new(),
         worst: 0,
+        max_segments,
     };
     if !keys.is_empty() {
         let mut xs = Vec::with_capacity(256);
         let mut ys = Vec::with_capacity(256);
         driver.run(0, keys.len(), &mut xs, &mut ys)?;
     }
-    Ok(Fitted {
+    if driver.over_limit() {
+        return Ok(None);
+    }
+    Ok(Some(Fitted {
         max_error: driver.worst,
         model: Pla {
             segments: driver.segments,
         },
-    })
+    }))
 }
 
 struct Driver<'a, K, F> {
@@ -147,9 +164,18 @@ struct Driver<'a, K, F> {
     fitter: &'a mut F,
     segments: Vec<LinearModel<K>>,
     worst: usize,
+    /// Segments beyond which the fit is abandoned.
+    max_segments: usize,
 }
 
 impl<K: Key, F: SegmentFitter> Driver<'_, K, F> {
+    /// Whether more segments were closed than the caller can use; every
+    /// `run` returns early once this holds.
+    #[inline]
+    fn over_limit(&self) -> bool {
+        self.segments.len() > self.max_segments
+    }
+
     /// Segments `keys[lo..hi]`; `lo` must start a run of equal keys.
     /// `xs`/`ys` are reused buffers holding the open segment's distinct
     /// points (offset from its origin, rank minus the origin's rank).
@@ -181,6 +207,9 @@ impl<K: Key, F: SegmentFitter> Driver<'_, K, F> {
                 continue;
             }
             self.close(origin, start, i, xs, ys)?;
+            if self.over_limit() {
+                return Ok(());
+            }
             start = i;
             origin = key;
             self.fitter.reset();
@@ -230,6 +259,9 @@ impl<K: Key, F: SegmentFitter> Driver<'_, K, F> {
         let mid = start + ys[xs.len() / 2] as usize;
         let (mut bx, mut by) = (Vec::new(), Vec::new());
         self.run(start, mid, &mut bx, &mut by)?;
+        if self.over_limit() {
+            return Ok(());
+        }
         self.run(mid, end, &mut bx, &mut by)
     }
 }
