@@ -206,6 +206,19 @@ impl<K: Ord> Node<K> {
         Some((at, record))
     }
 
+    /// [`find`](Self::find) that compares with the last record first: a
+    /// key above it (an append) is placed after one comparison, which
+    /// matters when other threads are appending too, since every record
+    /// compared with was just written by another core.
+    #[inline]
+    fn find_from_top(&self, key: &K) -> Option<(usize, Option<&DeltaRecord<K>>)> {
+        let len = self.len();
+        if len > 0 && self.key_record(len - 1)?.key() < key {
+            return Some((len, None));
+        }
+        self.find(key)
+    }
+
     /// The child of an inner node that covers `key`.
     #[inline]
     fn child_for(&self, key: Option<&K>) -> Option<&Node<K>> {
@@ -266,23 +279,28 @@ pub(crate) struct Entry<'a, K> {
     pub(crate) created: bool,
 }
 
-/// The record of a key being inserted: made at most once, across restarts,
-/// and only once the key was found absent.
+/// The record of a key being inserted: made and placed in the tree's arena
+/// at most once, across restarts, and only once the key was found absent.
 struct Pending<K, F> {
     make: Option<F>,
-    made: Option<DeltaRecord<K>>,
+    made: Option<NonNull<DeltaRecord<K>>>,
 }
 
-impl<K, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
-    fn take(&mut self) -> DeltaRecord<K> {
+impl<K: Ord, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
+    /// The record, in `tree`'s arena but not linked yet. Allocated before
+    /// the leaf is locked, so that the arena's mutex, which every insert
+    /// into the delta takes, is not held inside a leaf's lock. If the key
+    /// then turns out to be present (another writer linked it first), the
+    /// record stays unlinked in the arena until the delta is dropped.
+    fn take(&mut self, tree: &DeltaTree<K>) -> NonNull<DeltaRecord<K>> {
         match self.made.take() {
             Some(record) => record,
-            None => (self.make.take().expect("a record is made once"))(),
+            None => tree.alloc_record((self.make.take().expect("a record is made once"))()),
         }
     }
 
     /// Keeps a record made for an attempt that restarted.
-    fn put_back(&mut self, record: DeltaRecord<K>) {
+    fn put_back(&mut self, record: NonNull<DeltaRecord<K>>) {
         self.made = Some(record);
     }
 }
@@ -478,13 +496,12 @@ impl<K: Ord> DeltaTree<K> {
         &self,
         pending: &mut Pending<K, F>,
     ) -> Step<Entry<'_, K>> {
-        let value = pending.take();
+        let record = pending.take(self);
         let _grow = lock(&self.grow);
         if !self.root.load(Ordering::Acquire).is_null() {
-            pending.put_back(value);
+            pending.put_back(record);
             return Step::Restart;
         }
-        let record = self.alloc_record(value);
         let leaf = Node::new(true);
         leaf.keys[0].store(record.as_ptr(), Ordering::Relaxed);
         leaf.len.store(1, Ordering::Relaxed);
@@ -565,23 +582,22 @@ impl<K: Ord> DeltaTree<K> {
         key: &K,
         pending: &mut Pending<K, F>,
     ) -> Option<Entry<'a, K>> {
-        let (at, existing) = leaf.find(key)?;
+        let (at, existing) = leaf.find_from_top(key)?;
         if let Some(record) = existing {
             return leaf.validate(v).then_some(Entry {
                 record,
                 created: false,
             });
         }
-        // Made before locking: readers of the leaf wait for the shift
-        // only, not for the key's clone.
-        let value = pending.take();
+        // Made before locking: readers and writers of the leaf wait for
+        // the shift only, not for the key's clone or its allocation.
+        let record = pending.take(self);
         if !leaf.try_lock(v) {
-            pending.put_back(value);
+            pending.put_back(record);
             return None;
         }
         // Locked at the version the search ran at: `at` is the position,
         // the key is absent, and the leaf is not full.
-        let record = self.alloc_record(value);
         leaf.insert_at(at, record, None);
         leaf.unlock(v);
         // SAFETY: the record lives in the arena as long as `self`.
