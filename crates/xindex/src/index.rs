@@ -179,7 +179,9 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// would have to wait for the interrupted rebuild (the key is then
     /// not inserted), or would run a maintenance pass because its new key
     /// took the deltas over their byte budget (the key is then inserted
-    /// before it panics).
+    /// before it panics), or is of a new key while the deltas are over
+    /// that budget (the key is not inserted; updates of present keys
+    /// still apply, so memory stays bounded).
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.inner.put(&key, value.to_word()).map(V::from_word)
     }
@@ -256,7 +258,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// keep working and stay correct, since every step of a rebuild leaves
     /// a structure they can use; no further maintenance runs, and an
     /// insert that would wait for the rebuild or for compaction (the
-    /// delta budget) panics instead of waiting forever.
+    /// delta budget) panics instead of waiting forever. Once the deltas
+    /// are over their budget, new keys are refused with a panic.
     pub fn is_poisoned(&self) -> bool {
         self.inner
             .poisoned

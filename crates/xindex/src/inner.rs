@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::budget::DeltaBudget;
 use crate::config::Config;
-use crate::delta::Upserted;
+use crate::delta::{Delta, Upserted};
 use crate::group::{Group, Prediction, SCAN_PREFETCH_LINES};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
@@ -171,6 +171,8 @@ pub(crate) enum Attempt {
     /// `buf` is frozen and `tmp_buf` not allocated yet (or the node is
     /// stale): unpin and route again (Algorithm 2, line 23).
     Retry,
+    /// The key is new, and the put was told not to create keys.
+    Refused,
 }
 
 impl<K: Key> Inner<K> {
@@ -297,23 +299,37 @@ impl<K: Key> Inner<K> {
     pub(crate) fn put_portable(&self, key: &K, word: u64) -> Option<u64> {
         let backoff = Backoff::new();
         loop {
+            // A poisoned index cannot compact, so once its deltas are over
+            // their budget it takes no new keys (updates still apply):
+            // memory stays bounded even for a caller that catches the
+            // panics and goes on inserting.
+            let create = !self.poisoned.load(Ordering::Relaxed) || !self.budget.over();
             let guard = self.reclaimer.pin();
             let group = self.root(&guard).route_write(key, &guard);
-            if let Attempt::Done(done) = try_put(group, key, word, &self.budget) {
-                drop(guard);
-                if done.previous.is_none() {
-                    self.len.added();
+            match try_put(group, key, word, &self.budget, create) {
+                Attempt::Done(done) => {
+                    drop(guard);
+                    if done.previous.is_none() {
+                        self.len.added();
+                    }
+                    if done.over_budget {
+                        self.relieve_delta_budget();
+                    }
+                    return done.previous;
                 }
-                if done.over_budget {
-                    self.relieve_delta_budget();
+                Attempt::Refused => {
+                    drop(guard);
+                    refuse_new_key();
                 }
-                return done.previous;
+                Attempt::Retry => {
+                    // Unpin before waiting: maintenance allocates
+                    // `tmp_buf` only after an epoch barrier that waits for
+                    // us.
+                    drop(guard);
+                    self.panic_if_poisoned();
+                    backoff.snooze();
+                }
             }
-            // Unpin before waiting: maintenance allocates `tmp_buf` only
-            // after an epoch barrier that waits for us.
-            drop(guard);
-            self.panic_if_poisoned();
-            backoff.snooze();
         }
     }
 
@@ -539,14 +555,55 @@ fn read_delta<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
     group.tmp()?.get(key)?.read()
 }
 
+/// The panic of a put that a poisoned index over its delta budget refuses.
+#[cold]
+fn refuse_new_key() -> ! {
+    panic!(
+        "lidx-xindex: a maintenance pass panicked earlier, so this index is poisoned, and its \
+         deltas are over their byte budget: it takes no new keys (the key was not inserted)"
+    );
+}
+
+/// `delta.upsert`, or, without `create`, an update of a key the delta
+/// already holds (reviving a removed one: that takes no memory), and
+/// [`Attempt::Refused`] for a new key.
+#[inline(always)]
+fn upsert_into<K: Key>(
+    delta: &Delta<K>,
+    key: &K,
+    word: u64,
+    budget: &DeltaBudget,
+    create: bool,
+) -> Attempt {
+    if create {
+        return Attempt::Done(delta.upsert(key, word, budget));
+    }
+    match delta.get(key) {
+        Some(cell) => {
+            let previous = match cell.write(Write::Put(word), true) {
+                Outcome::Applied(previous) => previous,
+                Outcome::Dead => None,
+            };
+            Attempt::Done(Upserted {
+                previous,
+                over_budget: false,
+            })
+        }
+        None => Attempt::Refused,
+    }
+}
+
 /// Algorithm 2's put on one group node. Inlined into `put`'s builds, so
-/// that its array search runs with their instruction set.
+/// that its array search runs with their instruction set. Without
+/// `create`, a key found nowhere is refused instead of inserted into a
+/// delta.
 #[inline(always)]
 pub(crate) fn try_put<K: Key>(
     group: &Group<K>,
     key: &K,
     word: u64,
     budget: &DeltaBudget,
+    create: bool,
 ) -> Attempt {
     let done = |previous| {
         Attempt::Done(Upserted {
@@ -583,7 +640,7 @@ pub(crate) fn try_put<K: Key>(
                 if group.buf.get(key).is_none() && tail.try_append(key, word) {
                     return done(None);
                 }
-                return Attempt::Done(group.buf.upsert(key, word, budget));
+                return upsert_into(&group.buf, key, word, budget, create);
             }
         }
         full => {
@@ -602,7 +659,7 @@ pub(crate) fn try_put<K: Key>(
                 // Seen unfrozen inside this pin: the merge phase starts
                 // only after a barrier that waits for us, so this insert
                 // will be merged.
-                return Attempt::Done(group.buf.upsert(key, word, budget));
+                return upsert_into(&group.buf, key, word, budget, create);
             }
         }
     }
@@ -614,7 +671,7 @@ pub(crate) fn try_put<K: Key>(
         return done(previous);
     }
     match group.tmp() {
-        Some(tmp) if !tmp.is_frozen() => Attempt::Done(tmp.upsert(key, word, budget)),
+        Some(tmp) if !tmp.is_frozen() => upsert_into(tmp, key, word, budget, create),
         _ => Attempt::Retry,
     }
 }

@@ -113,9 +113,11 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
             phases.try_recv().is_err(),
             "copy phase ran while a straggler was pinned"
         );
-        match try_put(old, &7, 700, &index.inner().budget) {
+        match try_put(old, &7, 700, &index.inner().budget, true) {
             Attempt::Done(done) => assert_eq!(done.previous, Some(7)),
-            Attempt::Retry => panic!("an existing array record is always updatable"),
+            Attempt::Retry | Attempt::Refused => {
+                panic!("an existing array record is always updatable")
+            }
         }
         drop(straggler_guard);
         assert_eq!(phases.recv().unwrap(), Phase::Copied);

@@ -120,3 +120,51 @@ fn a_pass_completed_during_an_unrelated_unwind_does_not_poison() {
     assert!(index.maintain_now());
     assert_eq!(index.get(&2000), Some(2));
 }
+
+#[test]
+fn a_poisoned_index_over_its_delta_budget_refuses_new_keys_but_takes_updates() {
+    // Groups of 8 keys (0, 10, .., 390), a budget of 16 delta entries.
+    let config = crate::tests::tiny_budget_config();
+    let limit = config.delta_budget_bytes / crate::budget::entry_bytes(&0u64);
+    let index = Arc::new(XIndex::bulk_load((0..40u64).map(|k| (k * 10, k)), config).unwrap());
+    index.insert(5, 5);
+    panic_once_after_freeze(&index);
+    let maintaining = Arc::clone(&index);
+    assert!(outcome(move || maintaining.maintain_now()).is_err());
+    assert!(index.is_poisoned());
+    // New keys in the groups that were not frozen, each put on its own
+    // thread as a caller that catches the panics would: they go in until
+    // one takes the deltas over the budget (inserted, then the pass it
+    // would run panics); after that every new key is refused, not stored.
+    let mut stored = Vec::new();
+    let mut refused = Vec::new();
+    for k in (100..390u64).step_by(10).map(|k| k + 1) {
+        let inserting = Arc::clone(&index);
+        match outcome(move || inserting.insert(k, k)) {
+            Ok(previous) => {
+                assert_eq!(previous, None);
+                stored.push(k);
+            }
+            Err(()) if index.get(&k).is_some() => stored.push(k),
+            Err(()) => refused.push(k),
+        }
+    }
+    assert!(!refused.is_empty(), "the budget was never reached");
+    // Counting key 5: the budget, plus the one insert that crossed it.
+    assert!(stored.len() < limit + 1, "{} keys stored", stored.len());
+    assert!(index.stats().delta_total() <= limit + 1);
+    for k in &refused {
+        assert_eq!(index.get(k), None);
+    }
+    // Updates of keys in arrays and in deltas still apply.
+    assert_eq!(index.insert(200, 7), Some(20));
+    assert_eq!(index.insert(stored[0], 8), Some(stored[0]));
+    assert_eq!(index.get(&stored[0]), Some(8));
+    // A removed delta key may come back: that takes no memory.
+    assert_eq!(index.remove(&stored[1]), Some(stored[1]));
+    assert_eq!(index.insert(stored[1], 9), None);
+    assert_eq!(index.get(&stored[1]), Some(9));
+    let expected = 40 + 1 + stored.len();
+    assert_eq!(index.len(), expected);
+    assert_eq!(index.range(..).count(), expected);
+}
