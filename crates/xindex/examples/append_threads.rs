@@ -18,11 +18,6 @@ use lidx_xindex::{Config, XIndex};
 const RUNS: usize = 5;
 const BURST: usize = 300_000;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> lidx_core::Result<()> {
     let (path, keys) = common::keys_from_args()?;
     let threads: usize = std::env::args()
@@ -71,7 +66,7 @@ fn main() -> lidx_core::Result<()> {
         println!(
             "maintenance {}: {:.0} ns per append",
             if interval.is_some() { "on " } else { "off" },
-            median(times) * 1e9 / burst.len() as f64
+            common::median(times) * 1e9 / burst.len() as f64
         );
     }
     Ok(())

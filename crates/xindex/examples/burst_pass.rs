@@ -17,11 +17,6 @@ use lidx_xindex::{Config, XIndex};
 
 const RUNS: usize = 5;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> lidx_core::Result<()> {
     let (path, keys) = common::keys_from_args()?;
     let half = keys.len() / 2;
@@ -38,7 +33,7 @@ fn main() -> lidx_core::Result<()> {
         drop(load()?);
         loads.push(t.elapsed().as_secs_f64());
     }
-    let load_s = median(loads);
+    let load_s = common::median(loads);
     println!(
         "{}: bulk load of {half} keys: {:.1} ms ({:.0} ns per key)",
         path.display(),
@@ -69,7 +64,7 @@ fn main() -> lidx_core::Result<()> {
                 stats.delta_total()
             );
         }
-        let (insert_s, pass_s) = (median(inserts), median(passes));
+        let (insert_s, pass_s) = (common::median(inserts), common::median(passes));
         println!(
             "burst of {burst}: inserts {:.0} ns each; first pass {:.1} ms ({:.0} ns per burst key); after it {shape}",
             insert_s * 1e9 / burst as f64,

@@ -1,4 +1,4 @@
-//! What the burst examples share: the key set they run on.
+//! What the burst examples share: the key set they run on, and medians.
 
 use std::path::PathBuf;
 
@@ -15,4 +15,11 @@ pub fn keys_from_args() -> lidx_core::Result<(PathBuf, Vec<u64>)> {
     let mut keys = lidx_core::keyset::open_sosd_u64(&path)?.as_slice().to_vec();
     keys.dedup();
     Ok((path, keys))
+}
+
+/// The median of `v` (the upper one of an even count).
+#[allow(dead_code)] // `insert_burst` reads keys only.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
