@@ -45,7 +45,10 @@ pub fn build<K: Key>(keys: &[K], eps: usize) -> Result<Fitted<Pla<K>>> {
 /// [`build`] for a caller that can use at most `max_segments` segments:
 /// `Ok(None)` if the keys need more, found as soon as one more segment is
 /// closed, so a failing attempt costs only the keys up to that point.
-/// Otherwise the same model and error as [`build`], with the same errors.
+/// Otherwise the same model and error as [`build`]. The same errors too,
+/// except that keys after the point where it gives up are not read: an
+/// unsorted key there gives `Ok(None)`, not
+/// [`Error::Unsorted`](crate::Error::Unsorted).
 pub fn build_at_most<K: Key>(
     keys: &[K],
     eps: usize,
