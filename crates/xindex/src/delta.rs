@@ -80,6 +80,19 @@ pub(crate) struct Delta<K> {
     first_seen: AtomicU64,
 }
 
+/// A put into an existing delta record, reviving it if removed.
+fn put_reviving(cell: &RecordCell, word: u64) -> Upserted {
+    let previous = match cell.write(Write::Put(word), true) {
+        Outcome::Applied(previous) => previous,
+        // Reviving is allowed, so a put always applies.
+        Outcome::Dead => None,
+    };
+    Upserted {
+        previous,
+        over_budget: false,
+    }
+}
+
 /// What [`Delta::upsert`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Upserted {
@@ -170,15 +183,14 @@ impl<K: Key> Delta<K> {
                 over_budget: budget.charge(bytes),
             };
         }
-        let previous = match entry.record.value().write(Write::Put(word), true) {
-            Outcome::Applied(previous) => previous,
-            // Reviving is allowed, so a put always applies.
-            Outcome::Dead => None,
-        };
-        Upserted {
-            previous,
-            over_budget: false,
-        }
+        put_reviving(entry.record.value(), word)
+    }
+
+    /// [`upsert`](Self::upsert) of a key the delta already holds (live or
+    /// removed: reviving takes no memory); `None`, changing nothing, for a
+    /// new key. Same precondition as `upsert`.
+    pub(crate) fn update(&self, key: &K, word: u64) -> Option<Upserted> {
+        self.get(key).map(|cell| put_reviving(cell, word))
     }
 
     /// Takes back everything charged for this (frozen and merged) delta,

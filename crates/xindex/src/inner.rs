@@ -578,19 +578,9 @@ fn upsert_into<K: Key>(
     if create {
         return Attempt::Done(delta.upsert(key, word, budget));
     }
-    match delta.get(key) {
-        Some(cell) => {
-            let previous = match cell.write(Write::Put(word), true) {
-                Outcome::Applied(previous) => previous,
-                Outcome::Dead => None,
-            };
-            Attempt::Done(Upserted {
-                previous,
-                over_budget: false,
-            })
-        }
-        None => Attempt::Refused,
-    }
+    delta
+        .update(key, word)
+        .map_or(Attempt::Refused, Attempt::Done)
 }
 
 /// Algorithm 2's put on one group node. Inlined into `put`'s builds, so
