@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use lidx_core::Key;
-use lidx_core::model::linear::fit_least_squares;
+use lidx_core::model::linear::fit_least_squares_within;
 use lidx_core::model::{LinearModel, max_error};
 
 /// One linear model over `keys[start..start + len]`.
@@ -35,7 +35,7 @@ pub(crate) fn worst_error<K>(models: &[SubModel<K>]) -> usize {
 /// Fits `count` models (clamped to `1..=keys.len()`) over equal shares of
 /// `keys`, as model split and merge reassign data evenly (§3.1.4).
 pub(crate) fn fit_models<K: Key>(keys: &[K], count: usize) -> Box<[SubModel<K>]> {
-    ShareFits::new(keys).models(0..keys.len(), count)
+    ShareFits::new(keys, usize::MAX).models(0..keys.len(), count)
 }
 
 /// The fewest models (up to `max_models`) over `keys` whose errors stay
@@ -46,7 +46,11 @@ pub(crate) fn fewest_models<K: Key>(
     error_bound: usize,
     max_models: usize,
 ) -> (Box<[SubModel<K>]>, bool) {
-    ShareFits::new(keys).fewest(0..keys.len(), error_bound, max_models)
+    let mut fits = ShareFits::new(keys, error_bound);
+    match fits.fewest(0..keys.len(), max_models) {
+        Some(models) => (models, true),
+        None => (fits.models(0..keys.len(), max_models), false),
+    }
 }
 
 /// A range of a key array and the models fitted to it.
@@ -61,19 +65,24 @@ pub(crate) fn settled_ranges<K: Key>(
     error_bound: usize,
     max_models: usize,
 ) -> Vec<FittedRange<K>> {
-    let mut fits = ShareFits::new(keys);
+    let mut fits = ShareFits::new(keys, error_bound);
     let mut out = Vec::new();
     // Ranges still to place, rightmost on top of the stack.
     let mut pending = Vec::new();
     pending.push(0..keys.len());
     while let Some(range) = pending.pop() {
-        let (models, fits_bound) = fits.fewest(range.clone(), error_bound, max_models);
-        if !fits_bound && range.len() >= 2 {
-            let middle = range.start + range.len() / 2;
-            pending.push(middle..range.end);
-            pending.push(range.start..middle);
-            continue;
-        }
+        let models = match fits.fewest(range.clone(), max_models) {
+            Some(models) => models,
+            None if range.len() >= 2 => {
+                let middle = range.start + range.len() / 2;
+                pending.push(middle..range.end);
+                pending.push(range.start..middle);
+                continue;
+            }
+            // A model over one key (or none) is exact, so this is not
+            // reached; kept as the contract says, the `max_models` fit.
+            None => fits.models(range.clone(), max_models),
+        };
         out.push((range, models));
     }
     out
@@ -108,82 +117,137 @@ pub(crate) fn remeasured<K: Key>(
 }
 
 /// Least-squares fits of ranges of one sorted key array, each computed
-/// once.
+/// once, for a search of the fewest models within an error bound.
+///
+/// Most fits such a search makes fail the bound (settling a bulk load's
+/// chunk of geolite2 tries 1 to 4 models at three or four sizes before
+/// one fits), and a failing fit's error is never used. So a fit's error
+/// pass stops at the first key past the bound, and a count of models
+/// stops at its first failing share; the shares it leaves unfitted are
+/// fitted if a later range needs them. Only a caller that keeps a failing
+/// fit ([`fewest_models`]) asks for its exact errors ([`Self::models`]).
 struct ShareFits<'k, K> {
     keys: &'k [K],
-    fitted: HashMap<(usize, usize), (LinearModel<K>, usize)>,
+    /// The error bound: errors above it are not measured.
+    bound: usize,
+    /// Model and error (`None`: above `bound`) per `(start, end)`.
+    fitted: HashMap<(usize, usize), (LinearModel<K>, Option<usize>)>,
 }
 
 impl<'k, K: Key> ShareFits<'k, K> {
-    fn new(keys: &'k [K]) -> Self {
+    fn new(keys: &'k [K], bound: usize) -> Self {
         ShareFits {
             keys,
+            bound,
             fitted: HashMap::new(),
         }
     }
 
-    /// The model over `keys[start..end]` and its error.
-    fn fit(&mut self, start: usize, end: usize) -> (LinearModel<K>, usize) {
-        let keys = self.keys;
+    /// The model over `keys[start..end]` and its error, `None` if above
+    /// the bound.
+    fn fit_within(&mut self, start: usize, end: usize) -> (LinearModel<K>, Option<usize>) {
+        let (keys, bound) = (self.keys, self.bound);
         self.fitted
             .entry((start, end))
             .or_insert_with(|| {
                 let share = &keys[start..end];
-                match fit_least_squares(share) {
-                    Ok(fitted) => (fitted.model, fitted.max_error),
-                    // Record arrays are sorted by construction, and a fit
-                    // over no keys fails only for a key type without an
-                    // all-zero encoding, which `XIndex::bulk_load` refuses:
-                    // this cannot happen. A flat model with a full-width
-                    // error stays correct because every search verifies its
-                    // window anyway.
-                    Err(_) => (LinearModel::constant(keys[start].clone(), 0.0), share.len()),
+                match fit_least_squares_within(share, bound) {
+                    Ok(fitted) => fitted,
+                    Err(_) => fallback(keys, start, end, bound),
                 }
             })
             .clone()
     }
 
-    /// `count` models (clamped to `1..=range.len()`) over equal shares of
-    /// `range`, positions relative to its start.
-    fn models(&mut self, range: Range<usize>, count: usize) -> Box<[SubModel<K>]> {
+    /// The model over `keys[start..end]` and its exact error.
+    fn fit_exact(&mut self, start: usize, end: usize) -> (LinearModel<K>, usize) {
+        let (model, error) = self.fit_within(start, end);
+        let error = error.unwrap_or_else(|| {
+            // The same line (fitting is deterministic): only its error pass
+            // stopped early. A share whose fit failed keeps its full width.
+            let error = max_error(&model, &self.keys[start..end]).unwrap_or(end - start);
+            self.fitted
+                .insert((start, end), (model.clone(), Some(error)));
+            error
+        });
+        (model, error)
+    }
+
+    /// Where share `i` of `count` over `range` starts and ends, relative to
+    /// the range's start; `count` is clamped to `1..=range.len()`.
+    fn shares(range: &Range<usize>, count: usize) -> impl Iterator<Item = (usize, usize)> {
         let n = range.len();
         let count = count.clamp(1, n.max(1));
-        (0..count)
-            .map(|i| {
-                let (start, end) = (i * n / count, (i + 1) * n / count);
-                let (model, max_error) = self.fit(range.start + start, range.start + end);
-                SubModel {
-                    first_key: (i > 0).then(|| self.keys[range.start + start].clone()),
-                    start,
-                    len: end - start,
-                    model,
-                    max_error,
-                }
+        (0..count).map(move |i| (i * n / count, (i + 1) * n / count))
+    }
+
+    fn sub_model(
+        &self,
+        range: &Range<usize>,
+        (start, end): (usize, usize),
+        model: LinearModel<K>,
+        max_error: usize,
+    ) -> SubModel<K> {
+        SubModel {
+            first_key: (start > 0).then(|| self.keys[range.start + start].clone()),
+            start,
+            len: end - start,
+            model,
+            max_error,
+        }
+    }
+
+    /// `count` models (clamped to `1..=range.len()`) over equal shares of
+    /// `range`, positions relative to its start, with exact errors.
+    fn models(&mut self, range: Range<usize>, count: usize) -> Box<[SubModel<K>]> {
+        Self::shares(&range, count)
+            .map(|share| {
+                let (model, error) = self.fit_exact(range.start + share.0, range.start + share.1);
+                self.sub_model(&range, share, model, error)
             })
             .collect()
     }
 
-    /// [`fewest_models`] over `range`.
-    fn fewest(
-        &mut self,
-        range: Range<usize>,
-        error_bound: usize,
-        max_models: usize,
-    ) -> (Box<[SubModel<K>]>, bool) {
-        let mut count = 1;
-        let mut models = self.models(range.clone(), count);
-        while count < max_models && worst_error(&models) > error_bound {
-            count += 1;
-            models = self.models(range.clone(), count);
-        }
-        let fits = worst_error(&models) <= error_bound;
-        (models, fits)
+    /// [`models`](Self::models) if every one is within the bound, else
+    /// `None`, as soon as one share is not.
+    fn models_within(&mut self, range: &Range<usize>, count: usize) -> Option<Box<[SubModel<K>]>> {
+        Self::shares(range, count)
+            .map(|share| {
+                let (model, error) = self.fit_within(range.start + share.0, range.start + share.1);
+                error.map(|error| self.sub_model(range, share, model, error))
+            })
+            .collect()
     }
+
+    /// The fewest models (1 to `max_models`) over `range` meeting the
+    /// bound, or `None`.
+    fn fewest(&mut self, range: Range<usize>, max_models: usize) -> Option<Box<[SubModel<K>]>> {
+        (1..=max_models.max(1)).find_map(|count| self.models_within(&range, count))
+    }
+}
+
+/// What the share `keys[start..end]` gets if its fit fails (record arrays are sorted by
+/// construction, and a fit over no keys fails only for a key type without
+/// an all-zero encoding, which `XIndex::bulk_load` refuses: this cannot
+/// happen). A flat model with a full-width error stays correct because
+/// every search verifies its window anyway.
+fn fallback<K: Key>(
+    keys: &[K],
+    start: usize,
+    end: usize,
+    bound: usize,
+) -> (LinearModel<K>, Option<usize>) {
+    let error = end - start;
+    (
+        LinearModel::constant(keys[start].clone(), 0.0),
+        (error <= bound).then_some(error),
+    )
 }
 
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+    use lidx_core::model::linear::fit_least_squares;
     use proptest::prelude::*;
 
     #[test]
@@ -240,6 +304,30 @@ mod tests {
                 prop_assert!(worst_error(models) <= bound || range.len() < 2);
             }
             prop_assert_eq!(next, keys.len());
+        }
+
+        #[test]
+        fn fewest_models_is_the_first_count_whose_shares_all_fit(
+            mut keys in proptest::collection::vec(any::<u64>(), 0..2000),
+            bound in 0usize..40,
+            max_models in 1usize..5,
+        ) {
+            // The shares a failing count never fitted, and the errors its
+            // fits stopped measuring, must not show: the answer is the one
+            // of fitting every count in full.
+            keys.sort_unstable();
+            keys.dedup();
+            let (models, fits) = fewest_models(&keys, bound, max_models);
+            let got: Vec<_> = models.iter().map(|m| (m.start, m.len, m.max_error)).collect();
+            let first_fitting = (1..=max_models)
+                .map(|count| fitted_alone(&keys, count))
+                .find(|shares| shares.iter().all(|&(_, _, error)| error <= bound));
+            prop_assert_eq!(fits, first_fitting.is_some());
+            let want = first_fitting.unwrap_or_else(|| fitted_alone(&keys, max_models));
+            prop_assert_eq!(got, want);
+            for m in models.iter() {
+                prop_assert_eq!(m.first_key, (m.start > 0).then(|| keys[m.start]));
+            }
         }
     }
 

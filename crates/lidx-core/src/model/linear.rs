@@ -111,11 +111,31 @@ impl CompensatedSum {
 /// offset is not finite (e.g. infinite [`F64Key`](crate::F64Key)s) take no
 /// part in the fit; the reported error still covers them.
 pub fn fit_least_squares<K: Key>(keys: &[K]) -> Result<Fitted<LinearModel<K>>> {
+    let model = least_squares_line(keys)?;
+    let max_error = model.max_error(keys)?;
+    Ok(Fitted { model, max_error })
+}
+
+/// [`fit_least_squares`] for a caller that can use the model only if its
+/// error is at most `cap` (a search for the fewest models meeting a bound
+/// discards the rest): the same model, with its maximum error if that is
+/// at most `cap`, else `None`, found at the first key further off (the
+/// rest of the error pass is skipped). The same errors too: sortedness is
+/// checked on every key while fitting.
+pub fn fit_least_squares_within<K: Key>(
+    keys: &[K],
+    cap: usize,
+) -> Result<(LinearModel<K>, Option<usize>)> {
+    let model = least_squares_line(keys)?;
+    let len = keys.len();
+    let max_error = super::max_error_within_by(keys, cap, |key| model.predict_pos(key, len))?;
+    Ok((model, max_error))
+}
+
+/// The line of [`fit_least_squares`], without its error.
+fn least_squares_line<K: Key>(keys: &[K]) -> Result<LinearModel<K>> {
     let Some(first) = keys.first() else {
-        return Ok(Fitted {
-            model: LinearModel::constant(empty_origin()?, 0.0),
-            max_error: 0,
-        });
+        return Ok(LinearModel::constant(empty_origin()?, 0.0));
     };
     let origin = keys
         .iter()
@@ -145,7 +165,7 @@ pub fn fit_least_squares<K: Key>(keys: &[K]) -> Result<Fitted<LinearModel<K>>> {
             count += 1;
         }
     }
-    let model = if count == 0 {
+    Ok(if count == 0 {
         LinearModel::constant(origin, 0.0)
     } else {
         let scale = hi - lo;
@@ -176,9 +196,7 @@ pub fn fit_least_squares<K: Key>(keys: &[K]) -> Result<Fitted<LinearModel<K>>> {
                 LinearModel::constant(origin, mean_y)
             }
         }
-    };
-    let max_error = model.max_error(keys)?;
-    Ok(Fitted { model, max_error })
+    })
 }
 
 /// An origin for a model trained on nothing: the key whose encoding is all
@@ -254,6 +272,13 @@ mod tests {
         assert!(matches!(
             fit_least_squares(&[1u64, 3, 2]),
             Err(Error::Unsorted { index: 2 })
+        ));
+        // Also past the key where the error pass would give up: sortedness
+        // is checked while fitting.
+        let late = [0u64, 1, 2, 1000, 4, 5];
+        assert!(matches!(
+            fit_least_squares_within(&late, 0),
+            Err(Error::Unsorted { index: 4 })
         ));
     }
 
@@ -333,6 +358,19 @@ mod tests {
             keys.sort();
             let f = fit_least_squares(&keys).unwrap();
             prop_assert_eq!(f.max_error, oracle(&f.model, &keys));
+        }
+
+        #[test]
+        fn within_a_cap_is_the_same_fit_with_the_error_if_it_is_at_most_the_cap(
+            keys in u64_keys(300),
+            cap in prop_oneof![0usize..64, Just(usize::MAX)],
+        ) {
+            let full = fit_least_squares(&keys).unwrap();
+            let (model, error) = fit_least_squares_within(&keys, cap).unwrap();
+            prop_assert_eq!(model.slope.to_bits(), full.model.slope.to_bits());
+            prop_assert_eq!(model.intercept.to_bits(), full.model.intercept.to_bits());
+            prop_assert_eq!(model.origin, full.model.origin);
+            prop_assert_eq!(error, (full.max_error <= cap).then_some(full.max_error));
         }
     }
 }

@@ -122,10 +122,19 @@ fn saturating_floor(x: f64) -> usize {
 const I64_RANGE_END: f64 = 9_223_372_036_854_775_808.0;
 
 /// Shared evaluation loop: `pos_of(key)` is the rounded prediction.
-pub(crate) fn max_error_by<K: Key>(
+pub(crate) fn max_error_by<K: Key>(keys: &[K], pos_of: impl FnMut(&K) -> usize) -> Result<usize> {
+    // No error exceeds `usize::MAX`, so the loop never gives up.
+    max_error_within_by(keys, usize::MAX, pos_of).map(|worst| worst.unwrap_or(usize::MAX))
+}
+
+/// [`max_error_by`] for a caller that needs the error only if it is at
+/// most `cap`: `Ok(None)` as soon as one key is further off, without
+/// reading the keys after it (so an unsorted key there goes unreported).
+pub(crate) fn max_error_within_by<K: Key>(
     keys: &[K],
+    cap: usize,
     mut pos_of: impl FnMut(&K) -> usize,
-) -> Result<usize> {
+) -> Result<Option<usize>> {
     let mut worst = 0usize;
     let mut target = 0usize;
     for (i, key) in keys.iter().enumerate() {
@@ -136,9 +145,13 @@ pub(crate) fn max_error_by<K: Key>(
                 std::cmp::Ordering::Equal => {}
             }
         }
-        worst = worst.max(pos_of(key).abs_diff(target));
+        let error = pos_of(key).abs_diff(target);
+        if error > cap {
+            return Ok(None);
+        }
+        worst = worst.max(error);
     }
-    Ok(worst)
+    Ok(Some(worst))
 }
 
 /// Largest error bound accepted by the PLA builders.
