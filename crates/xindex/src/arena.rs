@@ -59,7 +59,7 @@ impl<T> Arena<T> {
 
     /// Values stored.
     #[cfg(all(test, not(xindex_loom)))]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let full: usize = self.chunks.iter().map(|c| c.capacity).sum();
         full - self.chunks.last().map_or(0, |c| c.capacity - self.used)
     }

@@ -260,6 +260,9 @@ pub(crate) struct DeltaTree<K> {
     last_leaf: AtomicPtr<Node<K>>,
     /// Serialises changes of the root pointer (the first leaf, root splits).
     grow: Mutex<()>,
+    /// A blank leaf and a blank inner node that a split allocated and then
+    /// did not use (it gave up when a node changed), for the next split.
+    spare: [AtomicPtr<Node<K>>; 2],
     nodes: Mutex<Arena<Node<K>>>,
     records: Mutex<Arena<DeltaRecord<K>>>,
 }
@@ -327,6 +330,10 @@ impl<K: Ord> DeltaTree<K> {
             root: AtomicPtr::new(ptr::null_mut()),
             last_leaf: AtomicPtr::new(ptr::null_mut()),
             grow: Mutex::new(()),
+            spare: [
+                AtomicPtr::new(ptr::null_mut()),
+                AtomicPtr::new(ptr::null_mut()),
+            ],
             // A node is 160 bytes and most deltas need one or two.
             nodes: Mutex::new(Arena::with_first_chunk(1)),
             records: Mutex::new(Arena::new()),
@@ -335,6 +342,29 @@ impl<K: Ord> DeltaTree<K> {
 
     fn alloc_node(&self, node: Node<K>) -> NonNull<Node<K>> {
         lock(&self.nodes).alloc(node)
+    }
+
+    /// A blank node (a leaf or an inner node) in the arena, not linked
+    /// anywhere: a spare if there is one, else a new one. A split takes its
+    /// nodes here before it locks anything, so that no allocation (nor
+    /// the arena's mutex) runs while it holds node locks.
+    fn blank_node(&self, leaf: bool) -> NonNull<Node<K>> {
+        let spare = self.spare[usize::from(leaf)].swap(ptr::null_mut(), Ordering::Acquire);
+        NonNull::new(spare).unwrap_or_else(|| self.alloc_node(Node::new(leaf)))
+    }
+
+    /// Keeps a blank node that a split did not use for the next one. With
+    /// a spare of its kind already kept, it stays unused in the arena
+    /// until the tree is dropped: one node per split that gave up while
+    /// another also had.
+    fn keep_blank(&self, node: NonNull<Node<K>>, leaf: bool) {
+        // Release: the taker's Acquire sees the node's initialisation.
+        let _ = self.spare[usize::from(leaf)].compare_exchange(
+            ptr::null_mut(),
+            node.as_ptr(),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
     }
 
     fn alloc_record(&self, record: DeltaRecord<K>) -> NonNull<DeltaRecord<K>> {
@@ -651,6 +681,16 @@ impl<K: Ord> DeltaTree<K> {
     /// leaf keeps all but two of its keys (ascending inserts then fill
     /// leaves instead of leaving each half empty).
     fn split(&self, parent: Option<(&Node<K>, u64)>, node: &Node<K>, v: u64, key: &K) {
+        let leaf = node.is_leaf();
+        // Every node the split may link, taken before any lock.
+        let right_ptr = self.blank_node(leaf);
+        let root_ptr = parent.is_none().then(|| self.blank_node(false));
+        let give_up = || {
+            self.keep_blank(right_ptr, leaf);
+            if let Some(root) = root_ptr {
+                self.keep_blank(root, false);
+            }
+        };
         let _grow = match parent {
             Some(_) => None,
             None => Some(lock(&self.grow)),
@@ -658,11 +698,13 @@ impl<K: Ord> DeltaTree<K> {
         match parent {
             Some((p, pv)) => {
                 if !p.try_lock(pv) {
+                    give_up();
                     return;
                 }
             }
             None => {
                 if !ptr::eq(self.root.load(Ordering::Acquire), node) {
+                    give_up();
                     return;
                 }
             }
@@ -674,6 +716,7 @@ impl<K: Ord> DeltaTree<K> {
         };
         if !node.try_lock(v) {
             unlock_parent();
+            give_up();
             return;
         }
         // Leaves keep `mid` records and move the rest; the separator is the
@@ -682,7 +725,6 @@ impl<K: Ord> DeltaTree<K> {
         // rightmost leaf split for a key above all but its last record
         // keeps all but two (so two writers whose ascending keys
         // interleave both find room on either side).
-        let leaf = node.is_leaf();
         let rightmost = leaf && node.next.load(Ordering::Relaxed).is_null();
         let mid = if rightmost
             && node
@@ -693,7 +735,10 @@ impl<K: Ord> DeltaTree<K> {
         } else {
             FANOUT / 2
         };
-        let right = Node::new(leaf);
+        // SAFETY: a blank node of the arena (alive as long as `self`),
+        // reachable by no other thread until the Release stores below
+        // publish it; it is only written through its atomics.
+        let right = unsafe { right_ptr.as_ref() };
         let moved_from = if leaf { mid } else { mid + 1 };
         for (to, from) in (moved_from..FANOUT).enumerate() {
             let k = node.keys[from].load(Ordering::Relaxed);
@@ -715,7 +760,7 @@ impl<K: Ord> DeltaTree<K> {
         let separator = NonNull::new(node.keys[mid].load(Ordering::Relaxed))
             .expect("a full node has every key");
         // Published by the Release stores below, after it is complete.
-        let right = self.alloc_node(right);
+        let right = right_ptr;
         if leaf {
             node.next.store(right.as_ptr(), Ordering::Release);
         }
@@ -729,13 +774,14 @@ impl<K: Ord> DeltaTree<K> {
                 p.insert_at(at, separator, Some(right));
             }
             None => {
-                let root = Node::new(false);
+                let root_ptr = root_ptr.expect("taken for a split without a parent");
+                // SAFETY: as for `right`.
+                let root = unsafe { root_ptr.as_ref() };
                 root.keys[0].store(separator.as_ptr(), Ordering::Relaxed);
                 root.children()[0].store(ptr::from_ref(node).cast_mut(), Ordering::Relaxed);
                 root.children()[1].store(right.as_ptr(), Ordering::Relaxed);
                 root.len.store(1, Ordering::Relaxed);
-                let root = self.alloc_node(root);
-                self.root.store(root.as_ptr(), Ordering::Release);
+                self.root.store(root_ptr.as_ptr(), Ordering::Release);
             }
         }
         if rightmost {
@@ -918,6 +964,49 @@ mod tests {
         }
         expect.sort_unstable();
         assert_eq!(keys(&tree), expect);
+        check_structure(&tree);
+    }
+
+    #[test]
+    fn a_split_that_gives_up_keeps_its_blank_node_for_the_next_split() {
+        let tree = DeltaTree::new();
+        for k in 0..FANOUT as u64 {
+            insert(&tree, k * 10);
+        }
+        let nodes = || lock(&tree.nodes).len();
+        let (root, v) = tree.root_snapshot().expect("one full leaf");
+        assert!(root.is_leaf() && root.len() == FANOUT);
+        let before = nodes();
+        // A stale version: the split takes its blank nodes (a leaf, and an
+        // inner node for the new root), fails to lock and keeps both.
+        tree.split(None, root, v + 2, &5);
+        assert_eq!(nodes(), before + 2, "both taken before locking");
+        assert!(
+            tree.spare
+                .iter()
+                .all(|s| !s.load(Ordering::Relaxed).is_null())
+        );
+        assert_eq!(root.len(), FANOUT, "nothing changed");
+        assert_eq!(
+            tree.root.load(Ordering::Relaxed),
+            ptr::from_ref(root).cast_mut()
+        );
+        // The next split uses the spares: no new node, none left over.
+        tree.split(None, root, v, &5);
+        assert_eq!(nodes(), before + 2);
+        assert!(
+            tree.spare
+                .iter()
+                .all(|s| s.load(Ordering::Relaxed).is_null())
+        );
+        assert_eq!(check_structure(&tree), 2);
+        let all: Vec<u64> = (0..FANOUT as u64).map(|k| k * 10).collect();
+        assert_eq!(keys(&tree), all);
+        // And the tree goes on growing from them.
+        for k in 0..1000u64 {
+            insert(&tree, k * 10 + 5);
+        }
+        assert_eq!(keys(&tree).len(), FANOUT + 1000);
         check_structure(&tree);
     }
 
