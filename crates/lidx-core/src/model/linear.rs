@@ -268,6 +268,23 @@ mod tests {
     }
 
     #[test]
+    fn keys_a_few_ulps_apart_are_fitted_and_measured() {
+        // Offsets of subnormal size: the line through positions 0..5 over
+        // a range of 2e-323 is steeper than any f64, and its error is
+        // still measured exactly.
+        let tiny: Vec<F64Key> = [0.0, 5e-324, 1e-323, 1.5e-323, 2e-323]
+            .into_iter()
+            .map(|x| F64Key::new(x).unwrap())
+            .collect();
+        let f = fit_least_squares(&tiny).unwrap();
+        assert_eq!(f.model.slope, f64::INFINITY);
+        assert_eq!(f.max_error, oracle(&f.model, &tiny));
+        let (model, error) = fit_least_squares_within(&tiny, 8).unwrap();
+        assert_eq!(model.slope, f64::INFINITY);
+        assert_eq!(error, Some(f.max_error));
+    }
+
+    #[test]
     fn unsorted_is_an_error() {
         assert!(matches!(
             fit_least_squares(&[1u64, 3, 2]),
