@@ -276,19 +276,26 @@ mod tests {
             .collect()
     }
 
+    /// Sorted distinct keys, as a group's records are.
+    fn record_keys(max_len: usize) -> impl Strategy<Value = Vec<u64>> {
+        proptest::collection::vec(any::<u64>(), 0..max_len).prop_map(|mut keys| {
+            keys.sort_unstable();
+            keys.dedup();
+            keys
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn settled_ranges_fit_every_share_as_if_alone(
-            mut keys in proptest::collection::vec(any::<u64>(), 0..3000),
+            keys in record_keys(3000),
             bound in 0usize..40,
             max_models in 1usize..5,
         ) {
             // Fits reused across ranges must be the fits of those ranges:
             // every range's models are what fitting it alone gives, the
             // ranges tile the keys, and each meets the bound or is one key.
-            keys.sort_unstable();
-            keys.dedup();
             let settled = settled_ranges(&keys, bound, max_models);
             let mut next = 0;
             for (range, models) in &settled {
@@ -308,15 +315,13 @@ mod tests {
 
         #[test]
         fn fewest_models_is_the_first_count_whose_shares_all_fit(
-            mut keys in proptest::collection::vec(any::<u64>(), 0..2000),
+            keys in record_keys(2000),
             bound in 0usize..40,
             max_models in 1usize..5,
         ) {
             // The shares a failing count never fitted, and the errors its
             // fits stopped measuring, must not show: the answer is the one
             // of fitting every count in full.
-            keys.sort_unstable();
-            keys.dedup();
             let (models, fits) = fewest_models(&keys, bound, max_models);
             let got: Vec<_> = models.iter().map(|m| (m.start, m.len, m.max_error)).collect();
             let first_fitting = (1..=max_models)
