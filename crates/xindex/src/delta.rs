@@ -72,9 +72,11 @@ pub(crate) struct Delta<K> {
     /// Shared by every group node that shares the delta, so a writer on a
     /// stale node sees the freeze too.
     frozen: AtomicBool,
-    /// Bytes this delta's entries are charged against the [`DeltaBudget`],
-    /// refunded once when a compaction has merged them.
-    charged: AtomicUsize,
+    /// Whether the charge of this delta's entries against the
+    /// [`DeltaBudget`] was refunded (once, when a compaction merged them).
+    /// The charge itself is not kept: every linked record was charged
+    /// [`entry_bytes`] of its key, so the refund adds those up.
+    refunded: AtomicBool,
     /// When maintenance first saw this delta non-empty, in nanoseconds of
     /// the index's maintenance clock plus one (0: not yet seen).
     first_seen: AtomicU64,
@@ -109,7 +111,7 @@ impl<K: Key> Delta<K> {
             tree: DeltaTree::new(),
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
-            charged: AtomicUsize::new(0),
+            refunded: AtomicBool::new(false),
             first_seen: AtomicU64::new(0),
         }
     }
@@ -173,14 +175,12 @@ impl<K: Key> Delta<K> {
             .tree
             .get_or_insert(key, || DeltaRecord::live(key.clone(), word));
         if entry.created {
-            // Charged for the stored copy (a clone's capacity can be
-            // smaller than the caller's key's).
-            let bytes = entry_bytes(entry.record.key());
             self.entries.fetch_add(1, Ordering::Release);
-            self.charged.fetch_add(bytes, Ordering::Relaxed);
             return Upserted {
                 previous: None,
-                over_budget: budget.charge(bytes),
+                // Charged for the stored copy (a clone's capacity can be
+                // smaller than the caller's key's), as `take_charge` counts.
+                over_budget: budget.charge(entry_bytes(entry.record.key())),
             };
         }
         put_reviving(entry.record.value(), word)
@@ -194,10 +194,15 @@ impl<K: Key> Delta<K> {
     }
 
     /// Takes back everything charged for this (frozen and merged) delta,
-    /// once: later calls return 0.
+    /// once: later calls return 0. Its writers have all charged by then:
+    /// the merge runs after the epoch barrier that follows the freeze, and
+    /// a writer charges before it unpins.
     pub(crate) fn take_charge(&self) -> usize {
         debug_assert!(self.is_frozen(), "only a merged delta is refunded");
-        self.charged.swap(0, Ordering::Relaxed)
+        if self.refunded.swap(true, Ordering::Relaxed) {
+            return 0;
+        }
+        self.tree.sum_of(|record| entry_bytes(record.key()))
     }
 
     /// First record whose key is inside `bound`.
@@ -352,5 +357,26 @@ mod tests {
         budget.refund(charged);
         assert_eq!(budget.used(), 0);
         assert_eq!(d.take_charge(), 0);
+    }
+
+    #[test]
+    fn the_refund_of_byte_string_keys_is_what_their_stored_copies_were_charged() {
+        // Keys of several lengths across many leaves; a caller's key with
+        // spare capacity is stored as a clone without it.
+        let d = Delta::<Vec<u8>>::new();
+        let budget = DeltaBudget::new(usize::MAX);
+        for i in 0..300usize {
+            let mut key = Vec::with_capacity(64);
+            key.extend(std::iter::repeat_n(b'k', i % 40));
+            key.extend_from_slice(&(i as u32).to_be_bytes());
+            d.upsert(&key, i as u64, &budget);
+            d.upsert(&key, 0, &budget);
+        }
+        let charged = budget.used();
+        assert!(charged > 300 * entry_bytes(&Vec::<u8>::new()));
+        d.freeze();
+        assert_eq!(d.take_charge(), charged);
+        budget.refund(charged);
+        assert_eq!(budget.used(), 0);
     }
 }

@@ -467,22 +467,40 @@ impl<K: Ord> DeltaTree<K> {
     /// inserted meanwhile may be missing.
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
         let mut out = Vec::new();
+        self.for_each_leaf(|leaf| out.extend_from_slice(leaf));
+        out
+    }
+
+    /// The sum of `f` over every record ([`records`](Self::records)
+    /// without collecting them).
+    pub(crate) fn sum_of(&self, f: impl Fn(&DeltaRecord<K>) -> usize) -> usize {
+        let mut sum = 0usize;
+        self.for_each_leaf(|leaf| {
+            sum = leaf.iter().fold(sum, |sum, r| sum.wrapping_add(f(r)));
+        });
+        sum
+    }
+
+    /// Calls `visit` with each leaf's records, leaves in key order, each
+    /// leaf read at one instant (read again if a writer changed it).
+    fn for_each_leaf<'a>(&'a self, mut visit: impl FnMut(&[&'a DeltaRecord<K>])) {
         let Some((mut leaf, _)) = self.leaf_for(None) else {
-            return out;
+            return;
         };
+        let mut read: Vec<&DeltaRecord<K>> = Vec::with_capacity(FANOUT);
         loop {
             let v = leaf.wait_version();
-            let before = out.len();
+            read.clear();
             let complete =
-                (0..leaf.len()).all(|i| leaf.key_record(i).map(|r| out.push(r)).is_some());
+                (0..leaf.len()).all(|i| leaf.key_record(i).map(|r| read.push(r)).is_some());
             let next = leaf.next_leaf();
             if !complete || !leaf.validate(v) {
-                out.truncate(before);
                 continue;
             }
+            visit(&read);
             match next {
                 Some(next) => leaf = next,
-                None => return out,
+                None => return,
             }
         }
     }

@@ -32,6 +32,7 @@ use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
+use crate::shard;
 use crate::value::Value;
 
 /// Keys per software-pipelined batch of [`Inner::get_many`]: enough misses
@@ -57,28 +58,19 @@ impl Counters {
     }
 }
 
-const LEN_SHARDS: usize = 16;
-
 /// Live-key count split over cache lines, so writers on different threads
 /// do not contend on one counter. Each shard counts keys added and keys
 /// removed separately: their difference is the length, and their sum only
 /// grows with every write that changes the set of keys, which tells the
 /// maintenance thread whether anything happened since its last pass.
 pub(crate) struct LenCounter {
-    shards: [CachePadded<LenShard>; LEN_SHARDS],
+    shards: [CachePadded<LenShard>; shard::SHARDS],
 }
 
 #[derive(Default)]
 struct LenShard {
     added: AtomicU64,
     removed: AtomicU64,
-}
-
-thread_local! {
-    static SHARD: usize = {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        NEXT.fetch_add(1, Ordering::Relaxed) % LEN_SHARDS
-    };
 }
 
 impl LenCounter {
@@ -93,7 +85,7 @@ impl LenCounter {
     }
 
     fn shard(&self) -> &LenShard {
-        &self.shards[SHARD.with(|s| *s)]
+        &self.shards[shard::current()]
     }
 
     /// A key was added.

@@ -45,6 +45,7 @@ mod pivot_pla;
 mod reclaim;
 mod record;
 mod root;
+mod shard;
 mod stats;
 mod submodels;
 mod sync;
