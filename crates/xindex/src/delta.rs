@@ -17,7 +17,7 @@
 //! wait for each other when they hit the same node.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use lidx_core::Key;
@@ -66,8 +66,6 @@ impl<K> DeltaRecord<K> {
 /// A delta index (the paper's `buf` / `tmp_buf`).
 pub(crate) struct Delta<K> {
     tree: DeltaTree<K>,
-    /// Keys ever inserted (live or removed).
-    entries: AtomicUsize,
     /// Set once by maintenance; afterwards no new key enters this delta.
     /// Shared by every group node that shares the delta, so a writer on a
     /// stale node sees the freeze too.
@@ -109,7 +107,6 @@ impl<K: Key> Delta<K> {
     pub(crate) fn new() -> Self {
         Delta {
             tree: DeltaTree::new(),
-            entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
             refunded: AtomicBool::new(false),
             first_seen: AtomicU64::new(0),
@@ -121,7 +118,7 @@ impl<K: Key> Delta<K> {
     /// finds an entry starts the wait. Called by maintenance only (under
     /// its lock), so plain loads and stores suffice.
     pub(crate) fn waited(&self, now: u64) -> Duration {
-        if self.len() == 0 {
+        if self.tree.is_empty() {
             return Duration::ZERO;
         }
         let stamp = now.saturating_add(1);
@@ -145,19 +142,20 @@ impl<K: Key> Delta<K> {
         self.frozen.store(true, Ordering::SeqCst);
     }
 
-    /// Number of keys ever inserted (live or removed).
-    #[inline]
+    /// Number of keys ever inserted (live or removed), counted over the
+    /// tree's leaves: with inserts going on, a count of some instant per
+    /// leaf.
     pub(crate) fn len(&self) -> usize {
-        self.entries.load(Ordering::Acquire)
+        self.tree.count_up_to(usize::MAX)
+    }
+
+    /// [`len`](Self::len) if at most `limit`, else some number above
+    /// `limit` (counting stops there).
+    pub(crate) fn len_up_to(&self, limit: usize) -> usize {
+        self.tree.count_up_to(limit)
     }
 
     /// The record for `key`, if the key was ever inserted.
-    ///
-    /// Asks the tree even when [`len`](Self::len) is 0 (an empty tree
-    /// answers from its null root): the creator of a record counts it only
-    /// after linking it (live, so its put has committed), and in between
-    /// another put may find the record, update it and return. A get
-    /// trusting the count would then miss a committed put.
     #[inline]
     pub(crate) fn get(&self, key: &K) -> Option<&RecordCell> {
         self.tree.get(key).map(DeltaRecord::value)
@@ -175,7 +173,6 @@ impl<K: Key> Delta<K> {
             .tree
             .get_or_insert(key, || DeltaRecord::live(key.clone(), word));
         if entry.created {
-            self.entries.fetch_add(1, Ordering::Release);
             return Upserted {
                 previous: None,
                 // Charged for the stored copy (a clone's capacity can be
@@ -229,17 +226,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_put_finding_a_record_not_yet_counted_is_visible() {
+    fn a_put_finding_a_record_its_creator_has_not_returned_from_is_visible() {
         // Found by the linearizability test (when new keys entered as
-        // removed placeholders): a put created the key's record and was
-        // descheduled before counting it; a second put found the record,
-        // wrote it and returned; a get then trusted the count of 0 and
-        // missed the committed value.
+        // removed placeholders, and a delta kept a count bumped after
+        // linking): a put created the key's record and was descheduled
+        // before counting it; a second put found the record, wrote it and
+        // returned; a get then trusted the count of 0 and missed the
+        // committed value. The count is now the tree's own.
         let d = Delta::<u64>::new();
         let budget = DeltaBudget::new(usize::MAX);
         let linked = d.tree.get_or_insert(&5, || DeltaRecord::live(5, 40));
-        assert!(linked.created, "the first put's record, not yet counted");
-        assert_eq!(d.len(), 0);
+        assert!(
+            linked.created,
+            "the first put's record; that put has not returned"
+        );
+        assert_eq!(d.len(), 1);
         assert_eq!(d.get(&5).and_then(RecordCell::read), Some(40), "first put");
         assert_eq!(
             d.upsert(&5, 50, &budget).previous,

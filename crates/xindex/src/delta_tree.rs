@@ -471,6 +471,37 @@ impl<K: Ord> DeltaTree<K> {
         out
     }
 
+    /// The number of records, counted leaf by leaf (each leaf read at one
+    /// instant), or, once the count passes `limit`, the count so far:
+    /// callers comparing with a bound read no more leaves than that bound
+    /// needs. The tree keeps no running count: one counter that every
+    /// insert adds to was a cache line that two threads appending to one
+    /// delta took from each other on every insert.
+    pub(crate) fn count_up_to(&self, limit: usize) -> usize {
+        let Some((mut leaf, _)) = self.leaf_for(None) else {
+            return 0;
+        };
+        let mut count = 0usize;
+        loop {
+            let v = leaf.wait_version();
+            let len = leaf.len();
+            let next = leaf.next_leaf();
+            if !leaf.validate(v) {
+                continue;
+            }
+            count += len;
+            match next {
+                Some(next) if count <= limit => leaf = next,
+                _ => return count,
+            }
+        }
+    }
+
+    /// Whether no record was ever inserted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.root.load(Ordering::Acquire).is_null()
+    }
+
     /// The sum of `f` over every record ([`records`](Self::records)
     /// without collecting them).
     pub(crate) fn sum_of(&self, f: impl Fn(&DeltaRecord<K>) -> usize) -> usize {
@@ -983,6 +1014,43 @@ mod tests {
         expect.sort_unstable();
         assert_eq!(keys(&tree), expect);
         check_structure(&tree);
+    }
+
+    #[test]
+    fn counts_are_exact_up_to_their_limit_and_stop_past_it() {
+        let tree = DeltaTree::new();
+        assert!(tree.is_empty());
+        assert_eq!(tree.count_up_to(usize::MAX), 0);
+        for k in (0..1000u64).rev() {
+            insert(&tree, k * 3);
+        }
+        assert!(!tree.is_empty());
+        assert_eq!(tree.count_up_to(usize::MAX), 1000);
+        assert_eq!(tree.count_up_to(1000), 1000);
+        for limit in [0, 1, 7, 8, 100, 999] {
+            let count = tree.count_up_to(limit);
+            // Past the limit by less than the last leaf it read.
+            assert!(count > limit && count <= limit + FANOUT, "{limit}: {count}");
+        }
+        // While two writers insert, a count is never above what is there
+        // by its end.
+        std::thread::scope(|s| {
+            for w in 0..2u64 {
+                let tree = &tree;
+                s.spawn(move || {
+                    for k in 0..2000u64 {
+                        insert(tree, 3000 + k * 2 + w);
+                    }
+                });
+            }
+            let mut last = 0;
+            while last < 5000 {
+                let count = tree.count_up_to(usize::MAX);
+                assert!((1000..=5000).contains(&count), "{count}");
+                last = count;
+            }
+        });
+        assert_eq!(tree.count_up_to(usize::MAX), 5000);
     }
 
     #[test]

@@ -58,13 +58,12 @@ fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, Record<'static>)> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let end = array_len + tail_len;
-    let mut delta = group
-        .buf
-        .records()
+    let delta_records = group.buf.records();
+    let mut out = Vec::with_capacity(end + delta_records.len());
+    let mut delta = delta_records
         .into_iter()
         .map(|r| (r.key(), r.value().record()))
         .peekable();
-    let mut out = Vec::with_capacity(end + group.buf.len());
     let mut at = 0usize;
     loop {
         let array_key = (at < end).then(|| records.key_at(at)).flatten();
@@ -393,8 +392,11 @@ impl<K: Key> Inner<K> {
         let group = unsafe { shared.deref() };
         let error = group.max_error();
         let models = group.models.len();
-        if group.buf.len() > c.delta_threshold || (error > c.error_bound && models >= c.max_models)
-        {
+        // Exact up to `s`, which is all the decisions below need: a larger
+        // delta splits the group, or if the split cannot run, is above
+        // every compaction threshold (`s·f` and at most `s`).
+        let delta = group.buf.len_up_to(c.delta_threshold);
+        if delta > c.delta_threshold || (error > c.error_bound && models >= c.max_models) {
             // Table 2 rows c and d.
             let plan = split_plan(group, c);
             if plan.cuts.len() + 1 > CHAINED_SPLIT_PARTS {
@@ -423,8 +425,8 @@ impl<K: Key> Inner<K> {
         }
         // SAFETY: as above (a freshly installed node or the original one).
         let node = unsafe { current.deref() };
+        // `node` shares `group`'s delta (a model split or merge keeps it).
         let (records, appended) = node.records.lengths();
-        let delta = node.buf.len();
         let backlog = Backlog {
             delta,
             // The clock is read only for the groups with new keys.
@@ -812,7 +814,7 @@ impl<K: Key> Inner<K> {
         let mergeable = |g: &Group<K>| {
             g.models.len() == 1
                 && g.max_error() <= c.merge_error()
-                && g.buf.len() <= c.merge_delta()
+                && g.buf.len_up_to(c.merge_delta()) <= c.merge_delta()
                 && g.next.load(Ordering::Acquire, guard).is_null()
         };
         // Keys ascending into a group's tail would land inside the merged
