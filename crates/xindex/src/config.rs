@@ -76,6 +76,15 @@ pub struct Config {
     /// thread that built the index. Not in the paper, whose background
     /// threads had cores of their own. Default 10.
     pub maintenance_nice: u8,
+    /// Threads a bulk load, and a maintenance pass splitting a group into
+    /// many parts, may use to fit and build groups (each thread gets at
+    /// least 64K keys' worth; smaller jobs run on the calling thread). The
+    /// index built is the same for any count. A pass's helper threads
+    /// take [`maintenance_nice`](Self::maintenance_nice) like the
+    /// maintenance thread. 0 (the default): the machine's available
+    /// parallelism. 1: never more than the calling thread. Not in the
+    /// paper.
+    pub build_threads: usize,
 }
 
 /// Largest accepted [`Config::max_models`]. A group refits its models one
@@ -102,6 +111,7 @@ impl Default for Config {
             small_delta_delay: Duration::from_secs(1),
             delta_budget_bytes: 64 << 20,
             maintenance_nice: 10,
+            build_threads: 0,
         }
     }
 }

@@ -18,9 +18,10 @@ use crate::inner::Inner;
 use crate::maintenance::Pass;
 use crate::node_slab::NodeSlab;
 use crate::pages::{Pages, reserved_bytes};
+use crate::parallel;
 use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, SLOTS};
-use crate::root::Root;
+use crate::root::{self, Root};
 use crate::stats::{GroupStats, Stats};
 use crate::submodels::{SubModel, settled_ranges};
 use crate::value::Value;
@@ -82,11 +83,23 @@ impl<K: Key, V: Value> XIndex<K, V> {
         let reclaimer = Reclaimer::new();
         let guard = reclaimer.pin();
         let pages = Pages::new();
-        let mut plans = Vec::new();
         let step = config.initial_group_size.max(1);
-        for (i, chunk) in pairs.chunks(step).enumerate() {
-            plans.extend(settled_groups(chunk, i * step, &config));
-        }
+        let threads =
+            parallel::threads_for(config.build_threads, len, parallel::min_keys_per_thread());
+        let chunks: Vec<usize> = (0..len.div_ceil(step)).collect();
+        let plans = parallel::map_runs(
+            chunks,
+            threads,
+            || {},
+            |run| {
+                run.into_iter()
+                    .flat_map(|i| {
+                        let chunk = &pairs[i * step..((i + 1) * step).min(len)];
+                        settled_groups(chunk, i * step, &config)
+                    })
+                    .collect()
+            },
+        );
         // Every array in one region, sized to fit: a fresh index's arrays
         // then share huge pages and waste none.
         let bytes = plans.iter().map(GroupPlan::bytes).sum();
@@ -109,26 +122,45 @@ impl<K: Key, V: Value> XIndex<K, V> {
             groups.push(nodes.alloc_shared(empty, &guard));
         }
         let last_plan = plans.len().saturating_sub(1);
-        for (i, plan) in plans.into_iter().enumerate() {
-            let records = &pairs[plan.range.clone()];
-            // Detection starts from the last group, where keys above
-            // every key arrive; the others get tails once maintenance
-            // sees ascending inserts in them.
-            let tail = config
-                .tail()
-                .filter(|_| i == last_plan || config.sequential_groups == SequentialGroups::All);
-            // The leftmost group has no pivot: it takes every key below
-            // the next one's.
-            let pivot = (plan.range.start > 0).then(|| records[0].0.clone());
-            debug_assert_eq!(pivot.is_none(), groups.is_empty());
-            let group = Group::with_models(
-                &pages,
-                pivot,
-                records.iter().map(|(k, _)| k.clone()).collect(),
-                records.iter().map(|(_, v)| v.to_word()).collect(),
-                plan.models,
-                tail,
-            );
+        // Fitted here rather than by the root, on this thread, if the root
+        // will keep them.
+        let hints = root::keeps_hints::<K>(plans.len().max(1));
+        let indexed: Vec<(usize, &GroupPlan<K>)> = plans.iter().enumerate().collect();
+        let built = parallel::map_runs(
+            indexed,
+            threads,
+            || {},
+            |run| {
+                run.into_iter()
+                    .map(|(i, plan)| {
+                        let records = &pairs[plan.range.clone()];
+                        // Detection starts from the last group, where keys above
+                        // every key arrive; the others get tails once maintenance
+                        // sees ascending inserts in them.
+                        let tail = config.tail().filter(|_| {
+                            i == last_plan || config.sequential_groups == SequentialGroups::All
+                        });
+                        // The leftmost group has no pivot: it takes every key
+                        // below the next one's.
+                        let pivot = (plan.range.start > 0).then(|| records[0].0.clone());
+                        let group = Group::with_models(
+                            &pages,
+                            pivot,
+                            records.iter().map(|(k, _)| k.clone()).collect(),
+                            records.iter().map(|(_, v)| v.to_word()).collect(),
+                            plan.models.clone(),
+                            tail,
+                        );
+                        if hints {
+                            group.hint();
+                        }
+                        group
+                    })
+                    .collect()
+            },
+        );
+        for group in built {
+            debug_assert_eq!(group.pivot.is_none(), groups.is_empty());
             groups.push(nodes.alloc_shared(group, &guard));
         }
         let leaves = groups.len().div_ceil(4);

@@ -41,6 +41,7 @@ mod inner;
 mod maintenance;
 mod node_slab;
 mod pages;
+mod parallel;
 mod pivot_pla;
 mod reclaim;
 mod record;

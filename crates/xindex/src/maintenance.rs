@@ -30,8 +30,9 @@ use crate::hooks::Phase;
 use crate::inner::{Counters, Inner};
 #[cfg(doc)]
 use crate::pages::Pages;
+use crate::parallel;
 use crate::record::Record;
-use crate::root::Root;
+use crate::root::{self, Root};
 use crate::submodels::{SubModel, fewest_models, fit_models, remeasured, settled_ranges};
 use crate::tail::TailSpec;
 
@@ -739,7 +740,16 @@ impl<K: Key> Inner<K> {
         let pivots = std::iter::once(old.pivot.clone()).chain(cuts.into_iter().map(Some));
         let (error_bound, max_models) = (self.config.error_bound, self.config.max_models);
         let last = records.len() - 1;
-        let built: Vec<GroupPtr<K>> = records
+        let threads = parallel::threads_for(
+            self.config.build_threads,
+            records.iter().map(Vec::len).sum(),
+            parallel::min_keys_per_thread(),
+        );
+        // The root update after this split fits the parts' hints if the
+        // root keeps hints; helpers fit them here instead.
+        let hints =
+            threads > 1 && root::keeps_hints::<K>(self.current_root(guard).slots.len() + last);
+        let parts: Vec<_> = records
             .into_iter()
             .zip(pivots)
             .zip(tmps)
@@ -753,24 +763,42 @@ impl<K: Key> Inner<K> {
                 } else {
                     rebuilt_tail(&self.config, None)
                 };
-                // SAFETY: the targets live in `old`, retired after the copy
-                // phase (`finish_split`).
-                let group = unsafe {
-                    Group::from_pointers(
-                        &self.pages,
-                        pivot,
-                        records,
-                        |keys| {
-                            planned
-                                .and_then(|models| remeasured(models, keys, error_bound))
-                                .unwrap_or_else(|| fewest_models(keys, error_bound, max_models).0)
-                        },
-                        tmp,
-                        tail,
-                    )
-                };
-                self.nodes.alloc_shared(group, guard)
+                (records, pivot, tmp, planned, tail)
             })
+            .collect();
+        let setup = parallel::lower_to(self.config.maintenance_nice);
+        let groups = parallel::map_runs(parts, threads, setup, |run| {
+            run.into_iter()
+                .map(|(records, pivot, tmp, planned, tail)| {
+                    // SAFETY: the targets live in `old`, retired after the
+                    // copy phase (`finish_split`), after every helper has
+                    // returned.
+                    let group = unsafe {
+                        Group::from_pointers(
+                            &self.pages,
+                            pivot,
+                            records,
+                            |keys| {
+                                planned
+                                    .and_then(|models| remeasured(models, keys, error_bound))
+                                    .unwrap_or_else(|| {
+                                        fewest_models(keys, error_bound, max_models).0
+                                    })
+                            },
+                            tmp,
+                            tail,
+                        )
+                    };
+                    if hints {
+                        group.hint();
+                    }
+                    group
+                })
+                .collect()
+        });
+        let built: Vec<GroupPtr<K>> = groups
+            .into_iter()
+            .map(|group| self.nodes.alloc_shared(group, guard))
             .collect();
         if chained {
             // SAFETY: just built; not yet reachable by anyone else.
@@ -1047,17 +1075,22 @@ pub(crate) fn split_starts<K: Key>(
     config: &Config,
 ) -> Vec<(usize, Box<[SubModel<K>]>)> {
     let parts = split_parts(keys.len(), config.initial_group_size).min(keys.len());
-    let mut starts = Vec::with_capacity(parts);
-    for i in 0..parts {
-        let piece = i * keys.len() / parts..(i + 1) * keys.len() / parts;
-        let settled = settled_ranges(&keys[piece.clone()], config.error_bound, config.max_models);
-        starts.extend(
-            settled
-                .into_iter()
-                .map(|(range, models)| (piece.start + range.start, models)),
-        );
-    }
-    starts
+    let threads = parallel::threads_for(
+        config.build_threads,
+        keys.len(),
+        parallel::min_keys_per_thread(),
+    );
+    let setup = parallel::lower_to(config.maintenance_nice);
+    parallel::map_runs((0..parts).collect(), threads, setup, |run| {
+        run.into_iter()
+            .flat_map(|i| {
+                let piece = i * keys.len() / parts..(i + 1) * keys.len() / parts;
+                settled_ranges(&keys[piece.clone()], config.error_bound, config.max_models)
+                    .into_iter()
+                    .map(move |(range, models)| (piece.start + range.start, models))
+            })
+            .collect()
+    })
 }
 
 /// Whether one linear model over both groups' arrays stays within `bound`.

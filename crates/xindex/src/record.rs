@@ -93,6 +93,18 @@ pub(crate) struct Record<'a> {
     owner: NonNull<u8>,
 }
 
+// SAFETY: a `Record` is shared references to atomics (`Sync`) plus
+// `owner`, the address of the `CellBlock` or `RecordCell` holding them,
+// which is only ever read through the same shared access (pointer
+// encoding); the container is all atomics, so handing these to another
+// thread is handing it `&CellBlock`/`&RecordCell`, which are `Send`. A
+// maintenance pass builds the parts of a split on helper threads from
+// records of the group being split
+// (`tests::maintenance::a_split_built_on_helper_threads_matches_the_oracle`).
+unsafe impl Send for Record<'_> {}
+// SAFETY: as for `Send`: shared access to atomics only.
+unsafe impl Sync for Record<'_> {}
+
 /// What a writer wants to do to a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Write {

@@ -182,6 +182,13 @@ fn hints_pay_off(slots: usize, l2_bytes: usize) -> bool {
     slots.saturating_mul(GROUP_LOOKUP_BYTES) > l2_bytes
 }
 
+/// Whether a root over `slots` groups keeps their array hints, as
+/// [`Root::with_model`] decides it on the calling thread: a builder that
+/// fits groups on other threads fits their hints there too.
+pub(crate) fn keeps_hints<K>(slots: usize) -> bool {
+    !std::mem::needs_drop::<K>() && hints_pay_off(slots, hint_l2_bytes())
+}
+
 /// The L2 size [`hints_pay_off`] compares against: the running core's,
 /// bounded so that a CPU reporting a strange figure (or none, 1 MiB) still
 /// gets hints for large roots and none for small ones.
@@ -342,8 +349,7 @@ impl<K: Key> Root<K> {
                 pla.filter(|_| pla_serves_better(radix, far, n))
             }
         };
-        let hints = if std::mem::needs_drop::<K>() || !hints_pay_off(groups.len(), hint_l2_bytes())
-        {
+        let hints = if !keeps_hints::<K>(groups.len()) {
             Box::default()
         } else {
             groups

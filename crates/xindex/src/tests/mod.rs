@@ -10,6 +10,7 @@ mod linearizability;
 mod lookup_stages;
 mod lost_update;
 mod oracle;
+mod parallel_build;
 mod poison;
 mod reclamation;
 mod scan_stress;
@@ -53,6 +54,7 @@ pub(crate) fn tiny_config() -> Config {
         small_delta_delay: std::time::Duration::MAX,
         delta_budget_bytes: 64 << 20,
         maintenance_nice: 0,
+        build_threads: 0,
     }
 }
 

@@ -43,6 +43,7 @@ fn remove_a_insert_b_while_reading() {
         small_delta_delay: Duration::from_millis(5),
         delta_budget_bytes: 64 << 20,
         maintenance_nice: Config::default().maintenance_nice,
+        build_threads: Config::default().build_threads,
     };
     let index = XIndex::bulk_load((0..N).map(|i| (key_a(i), value_of(key_a(i)))), config).unwrap();
     let groups_before = index.stats().group_count();

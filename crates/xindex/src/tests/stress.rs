@@ -125,6 +125,7 @@ fn overlapping_writers_with_continuous_maintenance() {
         // The default: maintenance yields to the busy writers, and the
         // budget makes them help.
         maintenance_nice: Config::default().maintenance_nice,
+        build_threads: Config::default().build_threads,
     };
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
