@@ -84,8 +84,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
         let guard = reclaimer.pin();
         let pages = Pages::new();
         let step = config.initial_group_size.max(1);
-        let threads =
-            parallel::threads_for(config.build_threads, len, parallel::min_keys_per_thread());
+        let threads = parallel::threads_for(config.build_threads, len);
         let chunks: Vec<usize> = (0..len.div_ceil(step)).collect();
         let plans = parallel::map_runs(
             chunks,
@@ -122,7 +121,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
             groups.push(nodes.alloc_shared(empty, &guard));
         }
         let last_plan = plans.len().saturating_sub(1);
-        // Fitted here rather than by the root, on this thread, if the root
+        // Hints are fitted with their groups (on the helpers) if the root
         // will keep them.
         let hints = root::keeps_hints::<K>(plans.len().max(1));
         let indexed: Vec<(usize, &GroupPlan<K>)> = plans.iter().enumerate().collect();

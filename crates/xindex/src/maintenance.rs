@@ -743,7 +743,6 @@ impl<K: Key> Inner<K> {
         let threads = parallel::threads_for(
             self.config.build_threads,
             records.iter().map(Vec::len).sum(),
-            parallel::min_keys_per_thread(),
         );
         // The root update after this split fits the parts' hints if the
         // root keeps hints; helpers fit them here instead.
@@ -1075,11 +1074,7 @@ pub(crate) fn split_starts<K: Key>(
     config: &Config,
 ) -> Vec<(usize, Box<[SubModel<K>]>)> {
     let parts = split_parts(keys.len(), config.initial_group_size).min(keys.len());
-    let threads = parallel::threads_for(
-        config.build_threads,
-        keys.len(),
-        parallel::min_keys_per_thread(),
-    );
+    let threads = parallel::threads_for(config.build_threads, keys.len());
     let setup = parallel::lower_to(config.maintenance_nice);
     parallel::map_runs((0..parts).collect(), threads, setup, |run| {
         run.into_iter()

@@ -18,7 +18,7 @@ use std::num::NonZeroUsize;
 pub(crate) const MIN_KEYS_PER_THREAD: usize = 1 << 16;
 
 /// [`MIN_KEYS_PER_THREAD`], or this thread's test override.
-pub(crate) fn min_keys_per_thread() -> usize {
+fn min_keys_per_thread() -> usize {
     #[cfg(all(test, not(xindex_loom)))]
     if let Some(n) = MIN_KEYS_OVERRIDE.with(std::cell::Cell::get) {
         return n;
@@ -44,10 +44,15 @@ pub(crate) fn lower_to(nice: u8) -> impl Fn() + Sync {
     }
 }
 
-/// Threads to use for `work` units of which each thread should get at
-/// least `min_per_thread`, with `configured` threads allowed (0: the
-/// machine's available parallelism). At least 1.
-pub(crate) fn threads_for(configured: usize, work: usize, min_per_thread: usize) -> usize {
+/// Threads to use for a job over `keys` keys, with `configured` threads
+/// allowed ([`Config::build_threads`](crate::Config::build_threads); 0:
+/// the machine's available parallelism): each thread gets at least
+/// [`min_keys_per_thread`] keys. At least 1.
+pub(crate) fn threads_for(configured: usize, keys: usize) -> usize {
+    threads_with_min(configured, keys, min_keys_per_thread())
+}
+
+fn threads_with_min(configured: usize, work: usize, min_per_thread: usize) -> usize {
     let allowed = if configured == 0 {
         std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
     } else {
@@ -182,11 +187,13 @@ mod tests {
 
     #[test]
     fn thread_counts_follow_the_work_and_the_setting() {
-        assert_eq!(threads_for(4, 1000, 100), 4);
-        assert_eq!(threads_for(4, 250, 100), 2);
-        assert_eq!(threads_for(4, 10, 100), 1);
-        assert_eq!(threads_for(1, 1_000_000, 1), 1);
-        assert!(threads_for(0, 1_000_000, 1) >= 1);
-        assert_eq!(threads_for(3, 0, 0), 1);
+        assert_eq!(threads_with_min(4, 1000, 100), 4);
+        assert_eq!(threads_with_min(4, 250, 100), 2);
+        assert_eq!(threads_with_min(4, 10, 100), 1);
+        assert_eq!(threads_with_min(1, 1_000_000, 1), 1);
+        assert!(threads_with_min(0, 1_000_000, 1) >= 1);
+        assert_eq!(threads_with_min(3, 0, 0), 1);
+        assert_eq!(threads_for(8, MIN_KEYS_PER_THREAD * 3), 3);
+        assert_eq!(threads_for(8, MIN_KEYS_PER_THREAD - 1), 1);
     }
 }
