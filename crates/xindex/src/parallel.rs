@@ -12,6 +12,7 @@
 //! [`Config::build_threads`]: crate::Config::build_threads
 
 use std::num::NonZeroUsize;
+use std::sync::{Mutex, PoisonError};
 
 /// Fewest keys worth a thread of their own: 64K keys take 3 to 10 ms to
 /// fit and build, against tens of microseconds to start a thread.
@@ -34,6 +35,8 @@ thread_local! {
         const { std::cell::Cell::new(None) };
     /// Tests: runs [`map_runs`] called from this thread gave to helpers.
     pub(crate) static HELPER_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Tests: helper threads started from this thread fail to start.
+    pub(crate) static REFUSE_HELPERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// A helper of a maintenance pass: at the maintenance thread's priority.
@@ -65,8 +68,10 @@ fn threads_with_min(configured: usize, work: usize, min_per_thread: usize) -> us
 /// count allows), the runs' outputs concatenated in order: the same
 /// `Vec` as `f(items)` for any `f` that maps each item on its own. The
 /// first run is done on the calling thread, the others on scoped threads,
-/// each first calling `setup` (to lower its priority, say). A panic in
-/// any run is resumed on the calling thread once all have stopped.
+/// each first calling `setup` (to lower its priority, say); a run whose
+/// thread the system refuses to start is done on the calling thread too.
+/// A panic in any run is resumed on the calling thread once all have
+/// stopped.
 pub(crate) fn map_runs<T, R, S, F>(mut items: Vec<T>, threads: usize, setup: S, f: F) -> Vec<R>
 where
     T: Send,
@@ -79,34 +84,62 @@ where
         return f(items);
     }
     let len = items.len();
-    // Runs split off from the back, then put in order.
-    let mut runs: Vec<Vec<T>> = (1..threads)
+    // Runs split off from the back, then put in order. Each waits in a
+    // slot for whichever thread does it: its helper, or, if that helper
+    // never started, the caller.
+    let mut slots: Vec<Mutex<Option<Vec<T>>>> = (1..threads)
         .rev()
-        .map(|i| items.split_off(i * len / threads))
+        .map(|i| Mutex::new(Some(items.split_off(i * len / threads))))
         .collect();
-    runs.reverse();
-    #[cfg(all(test, not(xindex_loom)))]
-    HELPER_RUNS.with(|n| n.set(n.get() + runs.len()));
-    let (f, setup) = (&f, &setup);
+    slots.reverse();
+    let take = |slot: &Mutex<Option<Vec<T>>>| {
+        slot.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .expect("each run is done once")
+    };
+    let (f, setup, take) = (&f, &setup, &take);
     std::thread::scope(|scope| {
-        let others: Vec<_> = runs
-            .into_iter()
-            .map(|run| {
-                scope.spawn(move || {
+        let helpers: Vec<_> = slots
+            .iter()
+            .map(|slot| {
+                spawn_helper(scope, move || {
                     setup();
-                    f(run)
+                    f(take(slot))
                 })
             })
             .collect();
         let mut out = f(items);
-        for handle in others {
-            match handle.join() {
-                Ok(part) => out.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+        for (slot, helper) in slots.iter().zip(helpers) {
+            let part = match helper {
+                Some(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                None => f(take(slot)),
+            };
+            out.extend(part);
         }
         out
     })
+}
+
+/// A scoped helper thread running `run`, or `None` if the system would
+/// not start one.
+fn spawn_helper<'scope, R: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    run: impl FnOnce() -> R + Send + 'scope,
+) -> Option<std::thread::ScopedJoinHandle<'scope, R>> {
+    #[cfg(all(test, not(xindex_loom)))]
+    if REFUSE_HELPERS.with(std::cell::Cell::get) {
+        return None;
+    }
+    let handle = std::thread::Builder::new()
+        .name("xindex-build".into())
+        .spawn_scoped(scope, run)
+        .ok()?;
+    #[cfg(all(test, not(xindex_loom)))]
+    HELPER_RUNS.with(|n| n.set(n.get() + 1));
+    Some(handle)
 }
 
 #[cfg(all(test, not(xindex_loom)))]
@@ -166,6 +199,26 @@ mod tests {
         for (first, id, set_up) in &seen[1..] {
             assert!(*id != caller && *set_up, "run from {first}");
         }
+    }
+
+    #[test]
+    fn runs_whose_helper_cannot_start_are_done_by_the_caller() {
+        let items: Vec<u32> = (0..1000).collect();
+        REFUSE_HELPERS.with(|r| r.set(true));
+        let before = HELPER_RUNS.with(|n| n.get());
+        let caller = std::thread::current().id();
+        let out = map_runs(
+            items.clone(),
+            4,
+            || {},
+            |run| {
+                assert_eq!(std::thread::current().id(), caller);
+                run.into_iter().map(|x| x + 1).collect::<Vec<_>>()
+            },
+        );
+        REFUSE_HELPERS.with(|r| r.set(false));
+        assert_eq!(HELPER_RUNS.with(|n| n.get()), before);
+        assert!(out.into_iter().eq(1..1001));
     }
 
     #[test]

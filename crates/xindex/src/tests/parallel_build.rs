@@ -154,3 +154,94 @@ fn a_split_built_on_helper_threads_matches_the_oracle() {
     assert!(helped >= 4 * 2, "{helped} helper runs");
     assert_eq!(three, one);
 }
+
+#[test]
+fn splits_built_on_helper_threads_keep_concurrent_writers_and_readers_right() {
+    // Two writers grow the top group (ascending keys of their own, values
+    // rewritten now and then) and write inside the loaded range, a reader
+    // checks loaded keys, while a third thread keeps running passes whose
+    // splits are built on helper threads. Every write is checked by its
+    // writer right after it, and everything at the end.
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    // Multiples of 4: room between loaded keys for both writers.
+    let loaded: Vec<u64> = bent_keys(20_000).into_iter().map(|k| k * 4).collect();
+    let top = *loaded.last().unwrap();
+    let index = XIndex::<u64, u64>::bulk_load(loaded.iter().map(|&k| (k, k)), config(3)).unwrap();
+    let done = AtomicBool::new(false);
+    let (mut helped, mut passes) = (0, 0);
+    std::thread::scope(|s| {
+        let maintainer = s.spawn(|| {
+            with_min_keys(1024, || {
+                let mut passes = 0;
+                while !done.load(Ordering::Acquire) {
+                    index.maintain_now();
+                    passes += 1;
+                }
+                passes
+            })
+        });
+        let reader = s.spawn(|| {
+            let mut i = 0usize;
+            while !done.load(Ordering::Acquire) {
+                let k = loaded[(i * 7919) % loaded.len()];
+                // Loaded keys keep their value: writers only touch others.
+                assert_eq!(index.get(&k), Some(k), "loaded key {k}");
+                i += 1;
+            }
+        });
+        let writers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let index = &index;
+                let loaded = &loaded;
+                s.spawn(move || {
+                    let mut mine = BTreeMap::new();
+                    for i in 0..60_000u64 {
+                        let k = top + 1 + 2 * i + t;
+                        assert_eq!(index.insert(k, i), None);
+                        mine.insert(k, i);
+                        if i % 5 == 0 {
+                            // Between two loaded keys, owned by this writer.
+                            let inside = loaded[(i as usize * 31) % loaded.len()] + 1 + t;
+                            let previous = mine.insert(inside, i);
+                            assert_eq!(index.insert(inside, i), previous);
+                        }
+                        if i % 9 == 0 && i > 0 {
+                            let back = top + 1 + 2 * (i / 2) + t;
+                            assert_eq!(index.insert(back, i), mine.insert(back, i));
+                            assert_eq!(index.get(&back), Some(i));
+                        }
+                        assert_eq!(index.get(&k), Some(mine[&k]));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let logs: Vec<BTreeMap<u64, u64>> =
+            super::join_then_stop(writers, || done.store(true, Ordering::Release));
+        reader.join().unwrap();
+        let (p, h) = maintainer.join().unwrap();
+        (passes, helped) = (p, h);
+        index.maintain_now();
+        let mut expected: BTreeMap<u64, u64> = loaded.iter().map(|&k| (k, k)).collect();
+        for log in logs {
+            expected.extend(log);
+        }
+        assert_eq!(index.len(), expected.len());
+        for (&k, &v) in &expected {
+            assert_eq!(index.get(&k), Some(v), "key {k}");
+        }
+        let mut out = Vec::new();
+        index.scan(&0, expected.len() + 1, &mut out);
+        assert!(
+            out.iter()
+                .copied()
+                .eq(expected.iter().map(|(k, v)| (*k, *v)))
+        );
+    });
+    assert!(passes > 0);
+    assert!(
+        helped > 0,
+        "no pass split on helper threads ({passes} passes)"
+    );
+}
