@@ -219,6 +219,12 @@ impl<K: Key> Delta<K> {
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
         self.tree.records()
     }
+
+    /// The records above `key`, in key order, read as
+    /// [`records`](Self::records) reads them.
+    pub(crate) fn records_above(&self, key: &K) -> Vec<&DeltaRecord<K>> {
+        self.tree.records_above(key)
+    }
 }
 
 #[cfg(all(test, not(xindex_loom)))]

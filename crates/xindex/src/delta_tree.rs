@@ -467,7 +467,19 @@ impl<K: Ord> DeltaTree<K> {
     /// inserted meanwhile may be missing.
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
         let mut out = Vec::new();
-        self.for_each_leaf(|leaf| out.extend_from_slice(leaf));
+        self.for_each_leaf(None, |leaf| out.extend_from_slice(leaf));
+        out
+    }
+
+    /// The records whose key is above `key`, in key order, read as
+    /// [`records`](Self::records) reads them, from the leaf covering `key`
+    /// on: no descent per record.
+    pub(crate) fn records_above(&self, key: &K) -> Vec<&DeltaRecord<K>> {
+        let mut out = Vec::new();
+        self.for_each_leaf(Some(key), |leaf| {
+            let above = leaf.partition_point(|r| r.key() <= key);
+            out.extend_from_slice(&leaf[above..]);
+        });
         out
     }
 
@@ -506,16 +518,17 @@ impl<K: Ord> DeltaTree<K> {
     /// without collecting them).
     pub(crate) fn sum_of(&self, f: impl Fn(&DeltaRecord<K>) -> usize) -> usize {
         let mut sum = 0usize;
-        self.for_each_leaf(|leaf| {
+        self.for_each_leaf(None, |leaf| {
             sum = leaf.iter().fold(sum, |sum, r| sum.wrapping_add(f(r)));
         });
         sum
     }
 
-    /// Calls `visit` with each leaf's records, leaves in key order, each
-    /// leaf read at one instant (read again if a writer changed it).
-    fn for_each_leaf<'a>(&'a self, mut visit: impl FnMut(&[&'a DeltaRecord<K>])) {
-        let Some((mut leaf, _)) = self.leaf_for(None) else {
+    /// Calls `visit` with each leaf's records, leaves in key order from
+    /// the one covering `from` (`None`: the leftmost), each leaf read at
+    /// one instant (read again if a writer changed it).
+    fn for_each_leaf<'a>(&'a self, from: Option<&K>, mut visit: impl FnMut(&[&'a DeltaRecord<K>])) {
+        let Some((mut leaf, _)) = self.leaf_for(from) else {
             return;
         };
         let mut read: Vec<&DeltaRecord<K>> = Vec::with_capacity(FANOUT);
@@ -1119,8 +1132,8 @@ mod tests {
             check_structure(&tree);
         }
 
-        /// Oracle: inserts, point lookups and successor queries agree
-        /// with a `BTreeSet`.
+        /// Oracle: inserts, point lookups, successor queries and the
+        /// records above a key agree with a `BTreeSet`.
         #[test]
         fn agrees_with_btreeset(
             ops in proptest::collection::vec((0u8..4, 0u64..600), 0..700),
@@ -1136,6 +1149,9 @@ mod tests {
                         prop_assert_eq!(got, oracle.range(k..).next().copied());
                         let got = tree.first_from(Bound::Excluded(&k)).map(|r| *r.key());
                         prop_assert_eq!(got, oracle.range(k + 1..).next().copied());
+                        let above: Vec<u64> =
+                            tree.records_above(&k).iter().map(|r| *r.key()).collect();
+                        prop_assert_eq!(above, oracle.range(k + 1..).copied().collect::<Vec<_>>());
                     }
                 }
             }

@@ -594,7 +594,7 @@ impl<K: Key> Group<K> {
                 &self.keys,
                 predicted.pos,
                 SEARCH_WINDOW,
-                predicted.reach,
+                predicted.reach.min(MAX_COUNTED_REACH),
                 |k| k < key,
                 |start, end| {
                     prefetch_slice(blocks_of(&self.cells, start, end), OUTER_CELL_LINES);
@@ -786,6 +786,15 @@ impl<K: Key> Group<K> {
 /// 170-179 -> 142-160, geolite2 284-300 -> 284-288 (its models miss by
 /// more than 8 records a third of the time).
 const SEARCH_WINDOW: usize = 16;
+
+/// Farthest from a prediction the second count of a search goes before
+/// it gallops: four error bounds of the paper's `e`, beyond every healthy
+/// model's reach. A badly fitted group (the late-arrival part of a split
+/// that took a burst of appends: four models, errors of 5K to 10K
+/// positions on geolite2) otherwise had every search miss the window
+/// count thousands of keys, microseconds per insert, until a pass refit
+/// it; galloping from here costs a few more dependent loads instead.
+const MAX_COUNTED_REACH: usize = 128;
 
 /// Cache lines of keys (and, separately, of cells) a scan prefetches when
 /// it starts copying a group's array: enough for a 100-record scan of

@@ -1015,6 +1015,11 @@ pub(crate) struct SplitPlan<K> {
     models: Vec<Option<Box<[SubModel<K>]>>>,
 }
 
+/// Most times [`split_plan`] plans the keys that arrived above its
+/// snapshot while it planned. A round runs only for fewer than half the
+/// keys of the round before, so each takes a fraction of its time.
+const LATE_PLAN_ROUNDS: usize = 3;
+
 /// How to split `group`: its parts after the first start at keys of its
 /// array, tail and delta (removed records included; they only shift the
 /// cuts slightly) at even steps, strictly ascending and above the
@@ -1022,6 +1027,17 @@ pub(crate) struct SplitPlan<K> {
 /// as it stands ([`split_starts`]). No cuts when the group has fewer than
 /// two keys.
 fn split_plan<K: Key>(group: &Group<K>, config: &Config) -> SplitPlan<K> {
+    split_plan_with(group, config, || {})
+}
+
+/// [`split_plan`], calling `snapshot_planned` once the snapshot's parts
+/// are planned, before it looks for keys that arrived meanwhile (tests
+/// insert some there).
+fn split_plan_with<K: Key>(
+    group: &Group<K>,
+    config: &Config,
+    snapshot_planned: impl FnOnce(),
+) -> SplitPlan<K> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
     let mut keys: Vec<K> = (0..array_len + tail_len)
@@ -1037,6 +1053,45 @@ fn split_plan<K: Key>(group: &Group<K>, config: &Config) -> SplitPlan<K> {
         .map(|(i, _)| keys[*i].clone())
         .collect();
     let mut models: Vec<_> = parts.into_iter().map(|(_, m)| Some(m)).collect();
+    // Keys that kept arriving above the snapshot while it was sorted and
+    // fitted (a burst of appends adds hundreds of thousands to a big
+    // group meanwhile) would all land in one part, fitted with at most
+    // `max_models` models and errors of thousands of positions until
+    // another pass split it. Each round plans them too, as parts of
+    // their own, while they are at least a group's worth and fewer than
+    // half of what the round before planned.
+    snapshot_planned();
+    let mut planned = keys.len();
+    let (mut array_len, mut tail_len) = (array_len, tail_len);
+    for _ in 0..LATE_PLAN_ROUNDS {
+        let Some(highest) = keys.last() else { break };
+        let (now_array, now_tail) = records.lengths();
+        let mut late: Vec<K> = (array_len + tail_len..now_array + now_tail)
+            .filter_map(|i| records.key_at(i).filter(|k| *k > highest).cloned())
+            .collect();
+        late.extend(
+            group
+                .buf
+                .records_above(highest)
+                .into_iter()
+                .map(|r| r.key().clone()),
+        );
+        (array_len, tail_len) = (now_array, now_tail);
+        // Stop once under a group's worth, or when keys arrive faster
+        // than the plan fits them (a round would then take longer than
+        // the one before, and a writer over the budget waits for all).
+        if late.len() < config.initial_group_size.max(2) || late.len() * 2 > planned {
+            break;
+        }
+        planned = late.len();
+        late.sort_unstable();
+        late.dedup();
+        for (i, m) in split_starts(&late, config) {
+            cuts.push(late[i].clone());
+            models.push(Some(m));
+        }
+        keys.extend(late);
+    }
     // Keys ascending above the array keep arriving until the freeze, and
     // would all land in the top part, unfitted: one more part, from the
     // highest key seen here, takes them, so the others stay as settled.
@@ -1362,6 +1417,78 @@ mod tests {
             assert!(starts.len() <= n as usize);
             assert!(starts.windows(2).all(|w| w[0] < w[1]));
         }
+    }
+
+    #[test]
+    fn keys_arriving_while_a_split_is_planned_get_parts_of_their_own() {
+        // A group takes ascending keys with uneven gaps, more while its
+        // split is being planned: those are cut into parts as the
+        // snapshot's keys are, instead of all landing in one part with
+        // `max_models` models and a large error.
+        let config = Config {
+            maintenance_interval: None,
+            ..Config::default()
+        };
+        let group_size = config.initial_group_size;
+        let loaded: Vec<u64> = (0..2_000u64).map(|k| k * 1_000).collect();
+        let mut next = *loaded.last().unwrap();
+        let mut ascending = move |n: usize| -> Vec<u64> {
+            (0..n)
+                .map(|i| {
+                    next += 1 + (i as u64 * 7_919 + next) % 997;
+                    next
+                })
+                .collect()
+        };
+        // Fewer arrive during the plan than half the snapshot: a round
+        // for them is shorter than the plan was.
+        let before = ascending(25_000);
+        let during = ascending(5 * group_size);
+        let index =
+            crate::XIndex::bulk_load(loaded.iter().map(|&k| (k, k)), config.clone()).unwrap();
+        for &k in &before {
+            assert_eq!(index.insert(k, k), None);
+        }
+        let inner = index.inner();
+        let serial = inner.maintenance.lock();
+        // SAFETY: we hold the maintenance lock, as a pass does.
+        let guard = unsafe { epoch::unprotected() };
+        let slot = &inner.current_root(guard).slots[0];
+        let shared = slot.load(Ordering::Acquire, guard);
+        // SAFETY: reachable from the current root.
+        let group = unsafe { shared.deref() };
+        let plan = split_plan_with(group, &inner.config, || {
+            for &k in &during {
+                assert_eq!(index.insert(k, k), None);
+            }
+        });
+        let first_late = during[0];
+        let late_cuts = plan.cuts.iter().filter(|&&c| c >= first_late).count();
+        assert!(
+            late_cuts >= during.len() / group_size,
+            "{late_cuts} cuts among {} late keys",
+            during.len()
+        );
+        inner.split_group(slot, shared, plan, guard).expect("split");
+        drop(serial);
+        let stats = index.stats();
+        let largest = stats.groups.iter().map(|g| g.records).max().unwrap();
+        // A split's parts hold one to two groups' worth (without the late
+        // rounds, the top part held all of `during`).
+        assert!(largest < 2 * group_size, "a part of {largest} records");
+        assert!(
+            stats.worst_model_error() <= inner.config.error_bound,
+            "worst error {}",
+            stats.worst_model_error()
+        );
+        let expected: std::collections::BTreeMap<u64, u64> = loaded
+            .iter()
+            .chain(&before)
+            .chain(&during)
+            .map(|&k| (k, k))
+            .collect();
+        assert_eq!(index.len(), expected.len());
+        assert!(index.range(..).eq(expected.into_iter()));
     }
 
     #[test]
