@@ -5,8 +5,10 @@
 //! leaf. Prints the time per append of the whole burst, medians of five
 //! builds, with the background thread off (the put path alone) and on.
 //!
-//! `cargo run -p lidx-xindex --release --example append_threads [SOSD u64 file] [threads]`
-//! (default: osm from `../shared/data`, 2 threads).
+//! `cargo run -p lidx-xindex --release --example append_threads [SOSD u64 file] [threads] [burst]`
+//! (default: osm from `../shared/data`, 2 threads, 300,000 keys; a burst
+//! past the 64 MiB delta budget, 932K keys, also times the waits for
+//! maintenance that the budget imposes).
 
 mod common;
 
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use lidx_xindex::{Config, XIndex};
 
 const RUNS: usize = 5;
-const BURST: usize = 300_000;
+const DEFAULT_BURST: usize = 300_000;
 
 fn main() -> lidx_core::Result<()> {
     let (path, keys) = common::keys_from_args()?;
@@ -24,8 +26,12 @@ fn main() -> lidx_core::Result<()> {
         .nth(2)
         .map_or(Ok(2), |t| t.parse())
         .map_err(|e| lidx_core::Error::invalid(format!("threads: {e}")))?;
+    let burst_len: usize = std::env::args()
+        .nth(3)
+        .map_or(Ok(DEFAULT_BURST), |b| b.parse())
+        .map_err(|e| lidx_core::Error::invalid(format!("burst: {e}")))?;
     let half = keys.len() / 2;
-    let burst = &keys[half..(half + BURST).min(keys.len())];
+    let burst = &keys[half..(half + burst_len).min(keys.len())];
     println!(
         "{}: {half} keys loaded, {} appended by {threads} threads",
         path.display(),
