@@ -42,6 +42,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
     m.lock()
 }
 
+/// Locks `m` if no other thread holds it.
+#[cfg(xindex_loom)]
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<loom::sync::MutexGuard<'_, T>> {
+    m.try_lock().ok()
+}
+
+/// Locks `m` if no other thread holds it.
+#[cfg(not(xindex_loom))]
+#[inline]
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<parking_lot::MutexGuard<'_, T>> {
+    m.try_lock()
+}
+
 /// Waiting for another thread to leave a short critical section: spins a
 /// few times, then yields the CPU, so a thread that was descheduled inside
 /// the section (with every core busy, e.g. next to the maintenance thread)
