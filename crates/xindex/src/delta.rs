@@ -213,15 +213,24 @@ impl<K: Key> Delta<K> {
         self.first_from(Bound::Excluded(&record.key))
     }
 
-    /// Every record in key order. While inserts go on, each tree leaf is
-    /// read at one instant (see [`DeltaTree::records`]); once the delta is
-    /// frozen and the barrier passed, this is every record.
+    /// Every record in key order, read as
+    /// [`for_each_record`](Self::for_each_record) reads them.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
         self.tree.records()
     }
 
+    /// Calls `visit` with every record in key order. While inserts go on,
+    /// each tree leaf is read at one instant (see
+    /// [`DeltaTree::for_each_record`]); once the delta is frozen and the
+    /// barrier passed, this is every record. A merge of a large delta
+    /// streams its records instead of first collecting a pointer to each.
+    pub(crate) fn for_each_record<'a>(&'a self, visit: impl FnMut(&'a DeltaRecord<K>)) {
+        self.tree.for_each_record(visit);
+    }
+
     /// The records above `key`, in key order, read as
-    /// [`records`](Self::records) reads them.
+    /// [`for_each_record`](Self::for_each_record) reads them.
     pub(crate) fn records_above(&self, key: &K) -> Vec<&DeltaRecord<K>> {
         self.tree.records_above(key)
     }

@@ -534,17 +534,24 @@ impl<K: Ord> DeltaTree<K> {
         }
     }
 
-    /// Every record in key order. With concurrent inserts, each leaf is
-    /// read at one instant: no key repeats and the order holds; a key
-    /// inserted meanwhile may be missing.
+    /// Every record in key order, read as
+    /// [`for_each_record`](Self::for_each_record) reads them.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> Vec<&DeltaRecord<K>> {
         let mut out = Vec::new();
         self.for_each_leaf(None, |leaf| out.extend_from_slice(leaf));
         out
     }
 
+    /// Calls `visit` with every record in key order. With concurrent
+    /// inserts, each leaf is read at one instant: no key repeats and the
+    /// order holds; a key inserted meanwhile may be missing.
+    pub(crate) fn for_each_record<'a>(&'a self, mut visit: impl FnMut(&'a DeltaRecord<K>)) {
+        self.for_each_leaf(None, |leaf| leaf.iter().for_each(|r| visit(r)));
+    }
+
     /// The records whose key is above `key`, in key order, read as
-    /// [`records`](Self::records) reads them, from the leaf covering `key`
+    /// [`for_each_record`](Self::for_each_record) reads them, from the leaf covering `key`
     /// on: no descent per record.
     pub(crate) fn records_above(&self, key: &K) -> Vec<&DeltaRecord<K>> {
         let mut out = Vec::new();
@@ -586,8 +593,8 @@ impl<K: Ord> DeltaTree<K> {
         self.root.load(Ordering::Acquire).is_null()
     }
 
-    /// The sum of `f` over every record ([`records`](Self::records)
-    /// without collecting them).
+    /// The sum of `f` over every record, read as
+    /// [`for_each_record`](Self::for_each_record) reads them.
     pub(crate) fn sum_of(&self, f: impl Fn(&DeltaRecord<K>) -> usize) -> usize {
         let mut sum = 0usize;
         self.for_each_leaf(None, |leaf| {

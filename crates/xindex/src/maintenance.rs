@@ -56,39 +56,68 @@ const BATCH_RECORDS: usize = 48;
 /// A key may have a removed copy in the array and its live copy in the
 /// delta; removed records are skipped, so each key appears at most once.
 fn live_records<K: Key>(group: &'static Group<K>) -> Vec<(K, Record<'static>)> {
+    live_record_parts(group, &[])
+        .pop()
+        .expect("one part without cuts")
+}
+
+/// [`live_records`], cut into `cuts.len() + 1` parts: part `i + 1` starts
+/// at the first key at or above `cuts[i]` (`cuts` ascending).
+///
+/// The delta's records are streamed into the merge and each record goes
+/// straight into its part: a split of a group grown by a burst of
+/// appends (900K records) spent a fifth of its time on the whole-group
+/// vector and its copies into the parts, most of it faulting in fresh
+/// pages for them (`docs/results/xindex-session45.md`).
+fn live_record_parts<K: Key>(
+    group: &'static Group<K>,
+    cuts: &[K],
+) -> Vec<Vec<(K, Record<'static>)>> {
     let records = &group.records;
     let (array_len, tail_len) = records.lengths();
-    let end = array_len + tail_len;
-    let delta_records = group.buf.records();
-    let mut out = Vec::with_capacity(end + delta_records.len());
-    let mut delta = delta_records
-        .into_iter()
-        .map(|r| (r.key(), r.value().record()))
-        .peekable();
-    let mut at = 0usize;
-    loop {
-        let array_key = (at < end).then(|| records.key_at(at)).flatten();
-        let take_array = match (array_key, delta.peek()) {
-            (None, None) => break,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some(a), Some((d, _))) => a <= *d,
-        };
-        let (key, cell) = if let (true, Some(key)) = (take_array, array_key) {
-            at += 1;
-            (key, records.cell_at(at - 1))
-        } else {
-            delta.next().expect("peeked")
-        };
-        if cell.read().is_some() {
-            debug_assert!(
-                out.last().is_none_or(|(k, _)| k < key),
-                "duplicate live key"
-            );
-            out.push((key.clone(), cell));
+    let mut end = array_len + tail_len;
+    let total = end + group.buf.len();
+    let per_part = total / (cuts.len() + 1) + 1;
+    let mut parts: Vec<Vec<(K, Record<'static>)>> = Vec::with_capacity(cuts.len() + 1);
+    parts.push(Vec::with_capacity(per_part));
+    let mut emit = |key: &K, cell: Record<'static>| {
+        if cell.read().is_none() {
+            return;
         }
-    }
-    out
+        while cuts.get(parts.len() - 1).is_some_and(|cut| key >= cut) {
+            parts.push(Vec::with_capacity(per_part));
+        }
+        let part = parts.last_mut().expect("never empty");
+        debug_assert!(
+            part.last().is_none_or(|(k, _)| k < key),
+            "duplicate live key"
+        );
+        part.push((key.clone(), cell));
+    };
+    // Array records up to each delta record's key go first (on a tie the
+    // array's copy, as `get` reads them); the array ends at its first
+    // unpublished tail slot.
+    let mut at = 0usize;
+    let mut array_until = |bound: Option<&K>, emit: &mut dyn FnMut(&K, Record<'static>)| {
+        while at < end {
+            let Some(key) = records.key_at(at) else {
+                end = at;
+                break;
+            };
+            if bound.is_some_and(|b| key > b) {
+                break;
+            }
+            emit(key, records.cell_at(at));
+            at += 1;
+        }
+    };
+    group.buf.for_each_record(|d| {
+        array_until(Some(d.key()), &mut emit);
+        emit(d.key(), d.value().record());
+    });
+    array_until(None, &mut emit);
+    parts.resize_with(cuts.len() + 1, Vec::new);
+    parts
 }
 
 /// What a pass's walk over the groups carries from group to group.
@@ -227,6 +256,20 @@ fn top_inserts<K: Key>(group: &Group<K>, merged: &[(K, Record<'_>)]) -> TopInser
     top_inserts_by(group, merged, |(k, _)| k)
 }
 
+/// [`top_inserts`] of the frozen `group` whose live records are cut
+/// into `parts`.
+fn top_inserts_of_parts<K: Key>(group: &Group<K>, parts: &[Vec<(K, Record<'_>)>]) -> TopInserts {
+    let (_, appended) = group.records.lengths();
+    let above_array = match group.records.keys.last() {
+        Some(top) => parts
+            .iter()
+            .map(|part| part.len() - part.partition_point(|(k, _)| k <= top))
+            .sum(),
+        None => parts.iter().map(Vec::len).sum(),
+    };
+    top_inserts_from(group, appended, above_array)
+}
+
 /// [`top_inserts`] over any sorted run of `group`'s keys (`key` reads
 /// one from an item).
 fn top_inserts_by<K: Key, T>(group: &Group<K>, sorted: &[T], key: impl Fn(&T) -> &K) -> TopInserts {
@@ -238,6 +281,12 @@ fn top_inserts_by<K: Key, T>(group: &Group<K>, sorted: &[T], key: impl Fn(&T) ->
         Some(top) => sorted.len() - sorted.partition_point(|t| key(t) <= top),
         None => sorted.len(),
     };
+    top_inserts_from(group, appended, above_array)
+}
+
+/// [`TopInserts`] of `group` with `appended` tail records, `above_array`
+/// of its keys above its array.
+fn top_inserts_from<K: Key>(group: &Group<K>, appended: usize, above_array: usize) -> TopInserts {
     let above = above_array - appended.min(above_array);
     TopInserts {
         appended,
@@ -726,17 +775,10 @@ impl<K: Key> Inner<K> {
                 Arc::clone(part.tmp.get_or_init(|| Arc::new(Delta::new())))
             })
             .collect();
-        let mut merged = live_records(old);
-        // Ascending inserts arrived at the top, which the last part takes.
-        let top_tail = rebuilt_tail(&self.config, Some(&top_inserts(old, &merged)));
         let SplitPlan { cuts, models } = plan;
-        let mut records = Vec::with_capacity(cuts.len() + 1);
-        for cut in cuts.iter().rev() {
-            let at = merged.partition_point(|(k, _)| k < cut);
-            records.push(merged.split_off(at));
-        }
-        records.push(merged);
-        records.reverse();
+        let records = live_record_parts(old, &cuts);
+        // Ascending inserts arrived at the top, which the last part takes.
+        let top_tail = rebuilt_tail(&self.config, Some(&top_inserts_of_parts(old, &records)));
         let pivots = std::iter::once(old.pivot.clone()).chain(cuts.into_iter().map(Some));
         let (error_bound, max_models) = (self.config.error_bound, self.config.max_models);
         let last = records.len() - 1;
@@ -1043,7 +1085,7 @@ fn split_plan_with<K: Key>(
     let mut keys: Vec<K> = (0..array_len + tail_len)
         .filter_map(|i| records.key_at(i).cloned())
         .collect();
-    keys.extend(group.buf.records().into_iter().map(|r| r.key().clone()));
+    group.buf.for_each_record(|r| keys.push(r.key().clone()));
     keys.sort_unstable();
     keys.dedup();
     let parts = split_starts(&keys, config);
