@@ -73,15 +73,15 @@ impl<K: Key> PositionModel<K> for LinearModel<K> {
 }
 
 /// Neumaier's compensated sum: error independent of the number of terms.
-#[derive(Default, Clone, Copy)]
-struct CompensatedSum {
-    sum: f64,
-    carry: f64,
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct CompensatedSum {
+    pub(crate) sum: f64,
+    pub(crate) carry: f64,
 }
 
 impl CompensatedSum {
     #[inline]
-    fn add(&mut self, v: f64) {
+    pub(crate) fn add(&mut self, v: f64) {
         let t = self.sum + v;
         if self.sum.abs() >= v.abs() {
             self.carry += (self.sum - t) + v;

@@ -25,6 +25,8 @@
 //! # Models
 //!
 //! - [`linear`]: one line, fitted by least squares ([`linear::fit_least_squares`]).
+//! - [`range_least_squares`]: least-squares lines of many ranges of one
+//!   array, each in O(1) after one pass.
 //! - [`pla`]: a piecewise-linear model over segment origins.
 //! - [`optimal_pla`]: the PGM-index construction, the fewest segments for a
 //!   given error.
@@ -44,6 +46,7 @@ pub mod greedy_pla;
 pub mod linear;
 pub mod optimal_pla;
 pub mod pla;
+pub mod range_least_squares;
 
 pub use linear::LinearModel;
 pub use pla::Pla;
