@@ -3,7 +3,7 @@
 //!
 //! A search for the fewest models meeting an error bound fits the same
 //! keys many times: one to `m` equal shares of a range, then of its
-//! halves when `m` do not fit. [`fit_least_squares`] reads a share twice
+//! halves when `m` do not fit. [`fit_least_squares`](super::linear::fit_least_squares) reads a share twice
 //! per fit (its means, then its centred sums). Here one pass keeps prefix
 //! sums of `x`, `x²` and `x·i` (`x` a key's offset from the array's first
 //! key, `i` its position), and a fit of any range takes their
@@ -22,7 +22,7 @@
 //! far from the array's start), and every range of an array with
 //! duplicate, unsorted or non-finite keys (or offsets whose squares
 //! overflow), falls back to
-//! [`fit_least_squares`]'s own two-pass fit. Offsets are not scaled: keys
+//! [`fit_least_squares`](super::linear::fit_least_squares)'s own two-pass fit. Offsets are not scaled: keys
 //! at integer offsets below 2^26 (squares below 2^53) sum exactly, so
 //! evenly spaced keys get the exact line, as from the two-pass fit. Either
 //! way the reported
