@@ -315,14 +315,36 @@ impl<K: Key> Router<K> {
     /// one position for a key between two records and one for rounding),
     /// and returns how many keys fall outside the first count's window
     /// and the worst reach.
+    ///
+    /// `keys` are sorted, so each segment serves one run of them: the walk
+    /// moves to the next segment where [`segment_of`](Self::segment_of)
+    /// would, and keeps the segment's worst error in a register instead
+    /// of searching the segments and updating an array per key.
     fn score(&mut self, keys: &[K]) -> (usize, usize) {
         let mut worst = [0usize; ROUTER_SEGMENTS];
         let mut outside = 0;
-        for (i, key) in keys.iter().enumerate() {
-            let (j, pos) = self.predict(key, keys.len());
-            let error = pos.abs_diff(i);
-            worst[j] = worst[j].max(error);
-            outside += usize::from(error >= SEARCH_WINDOW / 2);
+        let len = keys.len();
+        let mut j = 0;
+        let mut at = 0;
+        while at < len {
+            // The run of keys segment `j` serves: up to the next origin.
+            let end = if j + 1 < self.count {
+                at + keys[at..].partition_point(|k| *k < self.origins[j + 1])
+            } else {
+                len
+            };
+            let (line, origin) = (self.lines[j], &self.origins[j]);
+            let mut run_worst = 0;
+            for (i, key) in keys[at..end].iter().enumerate() {
+                let x = key.offset_from(origin);
+                let pos = round_clamp(f64::from(line.intercept) + line.slope * x, len);
+                let error = pos.abs_diff(at + i);
+                run_worst = run_worst.max(error);
+                outside += usize::from(error >= SEARCH_WINDOW / 2);
+            }
+            worst[j] = worst[j].max(run_worst);
+            at = end;
+            j += 1;
         }
         let mut worst_reach = 0;
         for (line, error) in self.lines.iter_mut().zip(worst).take(self.count) {
@@ -899,6 +921,67 @@ mod tests {
             outside += usize::from(error >= SEARCH_WINDOW / 2);
         }
         outside
+    }
+
+    /// [`Router::score`]'s definition, one key at a time through the
+    /// lookup's own `predict`: each segment's worst error plus 2, and the
+    /// keys outside the first count's window.
+    fn score_by_key(router: &Router<u64>, keys: &[u64]) -> (Vec<u32>, usize) {
+        let mut worst = vec![0usize; router.count];
+        let mut outside = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let (j, pos) = router.predict(k, keys.len());
+            let error = pos.abs_diff(i);
+            worst[j] = worst[j].max(error);
+            outside += usize::from(error >= SEARCH_WINDOW / 2);
+        }
+        let reaches = worst.iter().map(|e| (e + 2) as u32).collect();
+        (reaches, outside)
+    }
+
+    #[test]
+    fn score_walks_the_segments_as_lookups_choose_them() {
+        for (n, seed) in [(2000, 7), (700, 3), (40, 11), (3, 5), (1, 9)] {
+            let keys = noisy_keys(n, seed);
+            for count in [1, 4, 16] {
+                let models = crate::submodels::fit_models(&keys, count);
+                let Some(mut router) = Router::from_models(&models) else {
+                    continue;
+                };
+                let (outside, worst_reach) = router.score(&keys);
+                let (reaches, want_outside) = score_by_key(&router, &keys);
+                let got: Vec<u32> = router.lines[..router.count]
+                    .iter()
+                    .map(|l| l.reach)
+                    .collect();
+                assert_eq!(got, reaches, "{n} keys, {count} models");
+                assert_eq!(outside, want_outside);
+                assert_eq!(worst_reach, *reaches.iter().max().unwrap() as usize);
+            }
+            // Fitted segments too, and first keys equal to later origins'
+            // neighbours: the router a group builds.
+            let g = Group::from_values(
+                &Pages::new(),
+                None,
+                keys.clone(),
+                (0..n as u64).collect(),
+                32,
+                4,
+                None,
+            );
+            let mut router = g.router.clone();
+            let (outside, _) = router.score(&keys);
+            let (reaches, want_outside) = score_by_key(&router, &keys);
+            let got: Vec<u32> = router.lines[..router.count]
+                .iter()
+                .map(|l| l.reach)
+                .collect();
+            assert_eq!(
+                (got, outside),
+                (reaches, want_outside),
+                "{n} keys, group router"
+            );
+        }
     }
 
     #[test]
