@@ -939,47 +939,48 @@ mod tests {
         (reaches, outside)
     }
 
+    /// A group over `keys` (values their positions) with the paper's
+    /// defaults `e` = 32 and `m` = 4, no tail.
+    fn group_of(keys: &[u64]) -> Group<u64> {
+        Group::from_values(
+            &Pages::new(),
+            None,
+            keys.to_vec(),
+            (0..keys.len() as u64).collect(),
+            32,
+            4,
+            None,
+        )
+    }
+
+    /// Scores `router` over `keys` and checks the reaches, the window
+    /// misses and the worst reach against [`score_by_key`].
+    fn check_score(mut router: Router<u64>, keys: &[u64], what: &str) {
+        let (outside, worst_reach) = router.score(keys);
+        let (reaches, want_outside) = score_by_key(&router, keys);
+        let got: Vec<u32> = router.lines[..router.count]
+            .iter()
+            .map(|l| l.reach)
+            .collect();
+        assert_eq!((got, outside), (reaches.clone(), want_outside), "{what}");
+        assert_eq!(worst_reach, *reaches.iter().max().unwrap() as usize);
+    }
+
     #[test]
     fn score_walks_the_segments_as_lookups_choose_them() {
         for (n, seed) in [(2000, 7), (700, 3), (40, 11), (3, 5), (1, 9)] {
             let keys = noisy_keys(n, seed);
             for count in [1, 4, 16] {
                 let models = crate::submodels::fit_models(&keys, count);
-                let Some(mut router) = Router::from_models(&models) else {
-                    continue;
-                };
-                let (outside, worst_reach) = router.score(&keys);
-                let (reaches, want_outside) = score_by_key(&router, &keys);
-                let got: Vec<u32> = router.lines[..router.count]
-                    .iter()
-                    .map(|l| l.reach)
-                    .collect();
-                assert_eq!(got, reaches, "{n} keys, {count} models");
-                assert_eq!(outside, want_outside);
-                assert_eq!(worst_reach, *reaches.iter().max().unwrap() as usize);
+                if let Some(router) = Router::from_models(&models) {
+                    check_score(router, &keys, &format!("{n} keys, {count} models"));
+                }
             }
-            // Fitted segments too, and first keys equal to later origins'
-            // neighbours: the router a group builds.
-            let g = Group::from_values(
-                &Pages::new(),
-                None,
-                keys.clone(),
-                (0..n as u64).collect(),
-                32,
-                4,
-                None,
-            );
-            let mut router = g.router.clone();
-            let (outside, _) = router.score(&keys);
-            let (reaches, want_outside) = score_by_key(&router, &keys);
-            let got: Vec<u32> = router.lines[..router.count]
-                .iter()
-                .map(|l| l.reach)
-                .collect();
-            assert_eq!(
-                (got, outside),
-                (reaches, want_outside),
-                "{n} keys, group router"
+            // Fitted segments too: the router a group builds.
+            check_score(
+                group_of(&keys).router.clone(),
+                &keys,
+                &format!("{n} keys, group router"),
             );
         }
     }
@@ -987,16 +988,7 @@ mod tests {
     #[test]
     fn router_fits_its_own_segments_where_the_models_miss_the_window() {
         let keys = noisy_keys(2000, 7);
-        let n = keys.len();
-        let g = Group::from_values(
-            &Pages::new(),
-            None,
-            keys.clone(),
-            (0..n as u64).collect(),
-            32,
-            4,
-            None,
-        );
+        let g = group_of(&keys);
         let paper = Router::from_models(&g.models).expect("4 models fit");
         let mut paper = paper;
         let (paper_outside, _) = paper.score(&keys);
