@@ -61,13 +61,17 @@ impl<'k, K: Key> RangeLeastSquares<'k, K> {
         let Some(first) = keys.first() else {
             return fits;
         };
-        if keys.len() < 2 || !keys.windows(2).all(|w| w[0] < w[1]) {
+        if keys.len() < 2 {
             return fits;
         }
         let mut prefix = Vec::with_capacity(keys.len() + 1);
         let mut sums = [CompensatedSum::default(); 3];
         prefix.push(sums);
         for (i, key) in keys.iter().enumerate() {
+            // Duplicate or unsorted keys: every fit falls back.
+            if i > 0 && *key <= keys[i - 1] {
+                return fits;
+            }
             let x = key.offset_from(first);
             if !(x * x).is_finite() {
                 return fits;
