@@ -32,8 +32,12 @@ use crate::shard;
 
 /// Bytes of a delta entry besides its key and cell: its share of the
 /// arenas' unused slots (under half of a chunk), and its share of the delta
-/// tree's nodes. A leaf is 160 bytes for 8 to 16 entries (at most 20 per
-/// entry); inner nodes add about a ninth of that again.
+/// tree's nodes. A leaf is 288 bytes for 8 to 16 entries: 18 to 36 bytes
+/// per entry, about 26 after random inserts and 21 after ascending ones;
+/// inner nodes add about a ninth of that again. An estimate, not a bound
+/// for every shape: raising it from 48 to 56 with the leaves' growth from
+/// 160 bytes (session 46) made osm's 872K ascending inserts from empty
+/// cross the default budget and wait for a pass (43 → 113–180 ns each).
 const NODE_OVERHEAD: usize = 48;
 
 /// Most bytes a shard charges between two looks at the total.

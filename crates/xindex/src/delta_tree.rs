@@ -1,5 +1,6 @@
-//! The ordered index inside a delta: a B+-tree of record pointers under
-//! optimistic lock coupling (the paper's §3.5.1, "a scalable delta index":
+//! The ordered index inside a delta: a B+-tree of record pointers (each
+//! beside its key's ordered prefix, so searches rarely read a record)
+//! under optimistic lock coupling (the paper's §3.5.1, "a scalable delta index":
 //! optimistic concurrency control for reads, fine-grained locks for
 //! writes, nothing physically removed, memory reclaimed with the whole
 //! structure after the compaction).
@@ -37,6 +38,8 @@
 use std::ops::Bound;
 use std::ptr::{self, NonNull};
 
+use lidx_core::Key;
+
 use crate::arena::Arena;
 use crate::delta::DeltaRecord;
 use crate::sync::{
@@ -56,21 +59,28 @@ type Children<K> = [AtomicPtr<Node<K>>; FANOUT + 1];
 struct Node<K> {
     version: AtomicU64,
     len: AtomicUsize,
+    /// `keys[i]`'s [`Key::ordered_prefix`]. Searches compare these and
+    /// read a record's key only where its prefix ties with the sought
+    /// key's: records sit in the delta's arena in the order they were
+    /// inserted, so for random inserts every record read was a cache miss
+    /// (about two thirds of a delta insert's time, session 46).
+    prefixes: [AtomicU64; FANOUT],
     /// Leaf: its records, in key order. Inner: the separators, where
     /// `keys[i]` is the smallest key under `children[i + 1]`.
     keys: [AtomicPtr<DeltaRecord<K>>; FANOUT],
     /// Inner: `len + 1` children; `None` in leaves. Boxed, so a leaf (most
-    /// nodes) is 160 bytes instead of 296; inner nodes are few and hot.
+    /// nodes) is 288 bytes instead of 424; inner nodes are few and hot.
     children: Option<Box<Children<K>>>,
     /// Leaf: the leaf to the right (for scans). Unused in inner nodes.
     next: AtomicPtr<Node<K>>,
 }
 
-impl<K: Ord> Node<K> {
+impl<K: Key> Node<K> {
     fn new(leaf: bool) -> Self {
         Node {
             version: AtomicU64::new(0),
             len: AtomicUsize::new(0),
+            prefixes: std::array::from_fn(|_| AtomicU64::new(0)),
             keys: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             children: (!leaf)
                 .then(|| Box::new(std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())))),
@@ -180,15 +190,32 @@ impl<K: Ord> Node<K> {
         unsafe { p.as_ref() }
     }
 
-    /// Entries whose key is below `key` (with `inclusive`: at or below),
-    /// by binary search; `None` when a torn read left a hole.
-    fn count_below(&self, key: &K, inclusive: bool) -> Option<usize> {
+    /// Whether `keys[i]` is below the sought key (with `inclusive`: at or
+    /// below). Decided by the prefixes unless they tie; `None` when a torn
+    /// read left a hole where the record had to be read.
+    #[inline]
+    fn slot_below(&self, i: usize, sought: &Sought<'_, K>, inclusive: bool) -> Option<bool> {
+        let prefix = self.prefixes[i].load(Ordering::Relaxed);
+        if prefix != sought.prefix {
+            // Prefixes are monotone in key order, so unequal ones order
+            // their keys.
+            return Some(prefix < sought.prefix);
+        }
+        let k = self.key_record(i)?.key();
+        Some(if inclusive {
+            k <= sought.key
+        } else {
+            k < sought.key
+        })
+    }
+
+    /// Entries whose key is below the sought key (with `inclusive`: at or
+    /// below), by binary search; `None` when a torn read left a hole.
+    fn count_below(&self, sought: &Sought<'_, K>, inclusive: bool) -> Option<usize> {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let k = self.key_record(mid)?.key();
-            let below = if inclusive { k <= key } else { k < key };
-            if below {
+            if self.slot_below(mid, sought, inclusive)? {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -197,14 +224,15 @@ impl<K: Ord> Node<K> {
         Some(lo)
     }
 
-    /// Where `key` is or would go in a leaf, and its record if it is there;
-    /// `None` when a torn read left a hole.
-    fn find(&self, key: &K) -> Option<(usize, Option<&DeltaRecord<K>>)> {
-        let at = self.count_below(key, false)?;
-        let record = (at < self.len())
+    /// Where the sought key is or would go in a leaf, and its record if it
+    /// is there; `None` when a torn read left a hole.
+    fn find(&self, sought: &Sought<'_, K>) -> Option<(usize, Option<&DeltaRecord<K>>)> {
+        let at = self.count_below(sought, false)?;
+        let record = (at < self.len()
+            && self.prefixes[at].load(Ordering::Relaxed) == sought.prefix)
             .then(|| self.key_record(at))
             .flatten()
-            .filter(|r| r.key() == key);
+            .filter(|r| r.key() == sought.key);
         Some((at, record))
     }
 
@@ -213,19 +241,20 @@ impl<K: Ord> Node<K> {
     /// matters when other threads are appending too, since every record
     /// compared with was just written by another core.
     #[inline]
-    fn find_from_top(&self, key: &K) -> Option<(usize, Option<&DeltaRecord<K>>)> {
+    fn find_from_top(&self, sought: &Sought<'_, K>) -> Option<(usize, Option<&DeltaRecord<K>>)> {
         let len = self.len();
-        if len > 0 && self.key_record(len - 1)?.key() < key {
+        if len > 0 && self.slot_below(len - 1, sought, false)? {
             return Some((len, None));
         }
-        self.find(key)
+        self.find(sought)
     }
 
-    /// The child of an inner node that covers `key`.
+    /// The child of an inner node that covers the sought key (`None`: the
+    /// leftmost child).
     #[inline]
-    fn child_for(&self, key: Option<&K>) -> Option<&Node<K>> {
-        let i = match key {
-            Some(key) => self.count_below(key, true)?,
+    fn child_for(&self, sought: Option<&Sought<'_, K>>) -> Option<&Node<K>> {
+        let i = match sought {
+            Some(sought) => self.count_below(sought, true)?,
             None => 0,
         };
         self.child(i)
@@ -234,10 +263,17 @@ impl<K: Ord> Node<K> {
     /// Shifts `keys[at..len]` (and, with `child`, `children[at + 1..=len]`)
     /// one place right and writes the new entry into the gap. The caller
     /// holds the lock and has checked `len < FANOUT`.
-    fn insert_at(&self, at: usize, key: NonNull<DeltaRecord<K>>, child: Option<NonNull<Node<K>>>) {
+    fn insert_at(
+        &self,
+        at: usize,
+        (prefix, key): (u64, NonNull<DeltaRecord<K>>),
+        child: Option<NonNull<Node<K>>>,
+    ) {
         let len = self.len.load(Ordering::Relaxed);
         debug_assert!(len < FANOUT && at <= len);
         for i in (at..len).rev() {
+            let moved = self.prefixes[i].load(Ordering::Relaxed);
+            self.prefixes[i + 1].store(moved, Ordering::Relaxed);
             let moved = self.keys[i].load(Ordering::Relaxed);
             self.keys[i + 1].store(moved, Ordering::Release);
             if child.is_some() {
@@ -245,6 +281,7 @@ impl<K: Ord> Node<K> {
                 self.children()[i + 2].store(moved, Ordering::Release);
             }
         }
+        self.prefixes[at].store(prefix, Ordering::Relaxed);
         self.keys[at].store(key.as_ptr(), Ordering::Release);
         if let Some(child) = child {
             self.children()[at + 1].store(child.as_ptr(), Ordering::Release);
@@ -324,7 +361,7 @@ struct Pending<K, F> {
     made: Option<NonNull<DeltaRecord<K>>>,
 }
 
-impl<K: Ord, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
+impl<K: Key, F: FnOnce() -> DeltaRecord<K>> Pending<K, F> {
     /// The record, in `tree`'s arena but not linked yet. Allocated before
     /// the leaf is locked, so that the arena's mutex, which every insert
     /// into the delta takes, is not held inside a leaf's lock. If the key
@@ -352,13 +389,30 @@ enum Append<'a, K> {
     Descend,
 }
 
+/// A key being looked for, with its [`Key::ordered_prefix`], computed once
+/// per operation.
+struct Sought<'k, K> {
+    key: &'k K,
+    prefix: u64,
+}
+
+impl<'k, K: Key> Sought<'k, K> {
+    #[inline]
+    fn new(key: &'k K) -> Self {
+        Sought {
+            key,
+            prefix: key.ordered_prefix(),
+        }
+    }
+}
+
 /// One step of a descent: go on, or start over from the root.
 enum Step<T> {
     Done(T),
     Restart,
 }
 
-impl<K: Ord> DeltaTree<K> {
+impl<K: Key> DeltaTree<K> {
     /// An empty tree (no allocation until the first insert).
     pub(crate) fn new() -> Self {
         DeltaTree {
@@ -369,7 +423,7 @@ impl<K: Ord> DeltaTree<K> {
                 AtomicPtr::new(ptr::null_mut()),
                 AtomicPtr::new(ptr::null_mut()),
             ],
-            // A node is 160 bytes and most deltas need one or two.
+            // A leaf is 288 bytes and most deltas need one or two.
             nodes: Mutex::new(Arena::with_first_chunk(1)),
             records: Mutex::new(Arena::new()),
             lanes: AtomicPtr::new(ptr::null_mut()),
@@ -460,13 +514,13 @@ impl<K: Ord> DeltaTree<K> {
         }
     }
 
-    /// The leaf covering `key` (`None`: the leftmost leaf) and its
-    /// version, reached through validated parents; `None` if empty.
-    fn leaf_for(&self, key: Option<&K>) -> Option<(&Node<K>, u64)> {
+    /// The leaf covering the sought key (`None`: the leftmost leaf) and
+    /// its version, reached through validated parents; `None` if empty.
+    fn leaf_for(&self, sought: Option<&Sought<'_, K>>) -> Option<(&Node<K>, u64)> {
         'restart: loop {
             let (mut node, mut v) = self.root_snapshot()?;
             while !node.is_leaf() {
-                let Some(child) = node.child_for(key) else {
+                let Some(child) = node.child_for(sought) else {
                     continue 'restart;
                 };
                 let cv = child.wait_version();
@@ -481,9 +535,10 @@ impl<K: Ord> DeltaTree<K> {
 
     /// The record of `key`, if it was ever inserted.
     pub(crate) fn get(&self, key: &K) -> Option<&DeltaRecord<K>> {
+        let sought = Sought::new(key);
         loop {
-            let (leaf, v) = self.leaf_for(Some(key))?;
-            if let Some((_, found)) = leaf.find(key)
+            let (leaf, v) = self.leaf_for(Some(&sought))?;
+            if let Some((_, found)) = leaf.find(&sought)
                 && leaf.validate(v)
             {
                 return found;
@@ -493,15 +548,16 @@ impl<K: Ord> DeltaTree<K> {
 
     /// The first record whose key lies inside `lower` (and above it).
     pub(crate) fn first_from(&self, lower: Bound<&K>) -> Option<&DeltaRecord<K>> {
-        let (key, inclusive) = match lower {
-            Bound::Included(k) => (Some(k), false),
-            Bound::Excluded(k) => (Some(k), true),
+        let (sought, inclusive) = match lower {
+            Bound::Included(k) => (Some(Sought::new(k)), false),
+            Bound::Excluded(k) => (Some(Sought::new(k)), true),
             Bound::Unbounded => (None, false),
         };
+        let sought = sought.as_ref();
         'restart: loop {
-            let (leaf, v) = self.leaf_for(key)?;
-            let at = match key {
-                Some(key) => match leaf.count_below(key, inclusive) {
+            let (leaf, v) = self.leaf_for(sought)?;
+            let at = match sought {
+                Some(sought) => match leaf.count_below(sought, inclusive) {
                     Some(at) => at,
                     None => continue,
                 },
@@ -607,7 +663,8 @@ impl<K: Ord> DeltaTree<K> {
     /// the one covering `from` (`None`: the leftmost), each leaf read at
     /// one instant (read again if a writer changed it).
     fn for_each_leaf<'a>(&'a self, from: Option<&K>, mut visit: impl FnMut(&[&'a DeltaRecord<K>])) {
-        let Some((mut leaf, _)) = self.leaf_for(from) else {
+        let from = from.map(Sought::new);
+        let Some((mut leaf, _)) = self.leaf_for(from.as_ref()) else {
             return;
         };
         let mut read: Vec<&DeltaRecord<K>> = Vec::with_capacity(FANOUT);
@@ -640,9 +697,10 @@ impl<K: Ord> DeltaTree<K> {
             make: Some(make),
             made: None,
         };
+        let sought = Sought::new(key);
         let backoff = Backoff::new();
         loop {
-            match self.try_append(key, &mut pending) {
+            match self.try_append(&sought, &mut pending) {
                 Append::Done(entry) => return entry,
                 // The last leaf changed under the attempt, or a writer holds
                 // it: another writer made progress, so try it again.
@@ -653,8 +711,8 @@ impl<K: Ord> DeltaTree<K> {
                 Append::Descend => {}
             }
             let step = match self.root_snapshot() {
-                None => self.plant(&mut pending),
-                Some((root, v)) => self.descend_and_insert(root, v, key, &mut pending),
+                None => self.plant(sought.prefix, &mut pending),
+                Some((root, v)) => self.descend_and_insert(root, v, &sought, &mut pending),
             };
             if let Step::Done(entry) = step {
                 return entry;
@@ -662,9 +720,11 @@ impl<K: Ord> DeltaTree<K> {
         }
     }
 
-    /// Makes the first leaf, holding the record made by `make`.
+    /// Makes the first leaf, holding the pending record (whose key's
+    /// prefix is `prefix`).
     fn plant<F: FnOnce() -> DeltaRecord<K>>(
         &self,
+        prefix: u64,
         pending: &mut Pending<K, F>,
     ) -> Step<Entry<'_, K>> {
         let record = pending.take(self);
@@ -674,6 +734,7 @@ impl<K: Ord> DeltaTree<K> {
             return Step::Restart;
         }
         let leaf = Node::new(true);
+        leaf.prefixes[0].store(prefix, Ordering::Relaxed);
         leaf.keys[0].store(record.as_ptr(), Ordering::Relaxed);
         leaf.len.store(1, Ordering::Relaxed);
         let leaf = self.alloc_node(leaf);
@@ -694,7 +755,7 @@ impl<K: Ord> DeltaTree<K> {
     #[inline]
     fn try_append<F: FnOnce() -> DeltaRecord<K>>(
         &self,
-        key: &K,
+        sought: &Sought<'_, K>,
         pending: &mut Pending<K, F>,
     ) -> Append<'_, K> {
         let p = self.last_leaf.load(Ordering::Acquire);
@@ -717,16 +778,16 @@ impl<K: Ord> DeltaTree<K> {
             return Append::Descend;
         }
         // A stable leaf has every slot below `len`: a hole is a torn read.
-        let Some(first) = leaf.key_record(0) else {
+        let Some(first_at_or_below) = leaf.slot_below(0, sought, true) else {
             return Append::Again;
         };
-        if key < first.key() {
+        if !first_at_or_below {
             return Append::Descend;
         }
         if len == FANOUT {
             // An existing key is found here; a new one needs the descent,
             // which splits the leaf.
-            return match leaf.find(key) {
+            return match leaf.find(sought) {
                 Some((_, Some(record))) if leaf.validate(v) => Append::Done(Entry {
                     record,
                     created: false,
@@ -735,25 +796,27 @@ impl<K: Ord> DeltaTree<K> {
             };
         }
         // The leaf has no right neighbour, so it covers every key from its
-        // first one up, `key` among them (checked again by the version).
-        match self.insert_into_leaf(leaf, v, key, pending) {
+        // first one up, the sought one among them (checked again by the
+        // version).
+        match self.insert_into_leaf(leaf, v, sought, pending) {
             Some(entry) => Append::Done(entry),
             None => Append::Again,
         }
     }
 
     /// The last step of an insert: `leaf`, read at version `v` and not full
-    /// at it, covers `key`. Returns the key's record, found or created, or
-    /// `None` if the leaf changed since `v` (the caller starts again).
+    /// at it, covers the sought key. Returns the key's record, found or
+    /// created, or `None` if the leaf changed since `v` (the caller starts
+    /// again).
     #[inline]
     fn insert_into_leaf<'a, F: FnOnce() -> DeltaRecord<K>>(
         &'a self,
         leaf: &'a Node<K>,
         v: u64,
-        key: &K,
+        sought: &Sought<'_, K>,
         pending: &mut Pending<K, F>,
     ) -> Option<Entry<'a, K>> {
-        let (at, existing) = leaf.find_from_top(key)?;
+        let (at, existing) = leaf.find_from_top(sought)?;
         if let Some(record) = existing {
             return leaf.validate(v).then_some(Entry {
                 record,
@@ -769,7 +832,7 @@ impl<K: Ord> DeltaTree<K> {
         }
         // Locked at the version the search ran at: `at` is the position,
         // the key is absent, and the leaf is not full.
-        leaf.insert_at(at, record, None);
+        leaf.insert_at(at, (sought.prefix, record), None);
         leaf.unlock(v);
         // SAFETY: the record lives in the arena as long as `self`.
         let record = unsafe { record.as_ref() };
@@ -783,7 +846,7 @@ impl<K: Ord> DeltaTree<K> {
         &'a self,
         root: &'a Node<K>,
         root_v: u64,
-        key: &K,
+        sought: &Sought<'_, K>,
         pending: &mut Pending<K, F>,
     ) -> Step<Entry<'a, K>> {
         let (mut node, mut v) = (root, root_v);
@@ -792,13 +855,13 @@ impl<K: Ord> DeltaTree<K> {
             if node.len() == FANOUT {
                 // Whether or not the split happens (another writer may get
                 // there first), start over on the changed tree.
-                self.split(parent, node, v, key);
+                self.split(parent, node, v, sought);
                 return Step::Restart;
             }
             if node.is_leaf() {
                 break;
             }
-            let Some(child) = node.child_for(Some(key)) else {
+            let Some(child) = node.child_for(Some(sought)) else {
                 return Step::Restart;
             };
             let cv = child.wait_version();
@@ -808,7 +871,7 @@ impl<K: Ord> DeltaTree<K> {
             parent = Some((node, v));
             (node, v) = (child, cv);
         }
-        match self.insert_into_leaf(node, v, key, pending) {
+        match self.insert_into_leaf(node, v, sought, pending) {
             Some(entry) => Step::Done(entry),
             None => Step::Restart,
         }
@@ -817,11 +880,17 @@ impl<K: Ord> DeltaTree<K> {
     /// Splits the full `node` (read at version `v`) in two and links the
     /// new right half into `parent` (read at its version; not full, since
     /// the descent split it otherwise) or into a new root. Gives up
-    /// quietly if either node changed. `key` is the key being inserted:
+    /// quietly if either node changed. `sought` is the key being inserted:
     /// when it is above all but the last key of the rightmost leaf, that
     /// leaf keeps all but two of its keys (ascending inserts then fill
     /// leaves instead of leaving each half empty).
-    fn split(&self, parent: Option<(&Node<K>, u64)>, node: &Node<K>, v: u64, key: &K) {
+    fn split(
+        &self,
+        parent: Option<(&Node<K>, u64)>,
+        node: &Node<K>,
+        v: u64,
+        sought: &Sought<'_, K>,
+    ) {
         let leaf = node.is_leaf();
         // Every node the split may link, taken before any lock.
         let right_ptr = self.blank_node(leaf);
@@ -867,11 +936,7 @@ impl<K: Ord> DeltaTree<K> {
         // keeps all but two (so two writers whose ascending keys
         // interleave both find room on either side).
         let rightmost = leaf && node.next.load(Ordering::Relaxed).is_null();
-        let mid = if rightmost
-            && node
-                .key_record(FANOUT - 2)
-                .is_some_and(|last| key > last.key())
-        {
+        let mid = if rightmost && node.slot_below(FANOUT - 2, sought, false) == Some(true) {
             FANOUT - 2
         } else {
             FANOUT / 2
@@ -882,6 +947,8 @@ impl<K: Ord> DeltaTree<K> {
         let right = unsafe { right_ptr.as_ref() };
         let moved_from = if leaf { mid } else { mid + 1 };
         for (to, from) in (moved_from..FANOUT).enumerate() {
+            let prefix = node.prefixes[from].load(Ordering::Relaxed);
+            right.prefixes[to].store(prefix, Ordering::Relaxed);
             let k = node.keys[from].load(Ordering::Relaxed);
             right.keys[to].store(k, Ordering::Relaxed);
             if !leaf {
@@ -898,8 +965,11 @@ impl<K: Ord> DeltaTree<K> {
             right.children()[FANOUT - moved_from].store(c, Ordering::Relaxed);
         }
         right.len.store(FANOUT - moved_from, Ordering::Relaxed);
-        let separator = NonNull::new(node.keys[mid].load(Ordering::Relaxed))
-            .expect("a full node has every key");
+        let separator = (
+            node.prefixes[mid].load(Ordering::Relaxed),
+            NonNull::new(node.keys[mid].load(Ordering::Relaxed))
+                .expect("a full node has every key"),
+        );
         // Published by the Release stores below, after it is complete.
         let right = right_ptr;
         if leaf {
@@ -918,7 +988,8 @@ impl<K: Ord> DeltaTree<K> {
                 let root_ptr = root_ptr.expect("taken for a split without a parent");
                 // SAFETY: as for `right`.
                 let root = unsafe { root_ptr.as_ref() };
-                root.keys[0].store(separator.as_ptr(), Ordering::Relaxed);
+                root.prefixes[0].store(separator.0, Ordering::Relaxed);
+                root.keys[0].store(separator.1.as_ptr(), Ordering::Relaxed);
                 root.children()[0].store(ptr::from_ref(node).cast_mut(), Ordering::Relaxed);
                 root.children()[1].store(right.as_ptr(), Ordering::Relaxed);
                 root.len.store(1, Ordering::Relaxed);
@@ -975,6 +1046,10 @@ mod tests {
             assert!(n >= 1, "no node is empty");
             let ks: Vec<u64> = (0..n).map(|i| *node.key_record(i).unwrap().key()).collect();
             assert!(
+                (0..n).all(|i| node.prefixes[i].load(Ordering::Relaxed) == ks[i].ordered_prefix()),
+                "every prefix is its key's"
+            );
+            assert!(
                 ks.windows(2).all(|w| w[0] < w[1]),
                 "node keys sorted: {ks:?}"
             );
@@ -1028,9 +1103,9 @@ mod tests {
     }
 
     #[test]
-    fn a_leaf_is_160_bytes() {
+    fn a_leaf_is_288_bytes() {
         // The delta budget's per-entry overhead assumes this size.
-        assert_eq!(std::mem::size_of::<Node<u64>>(), 160);
+        assert_eq!(std::mem::size_of::<Node<u64>>(), 288);
     }
 
     #[test]
@@ -1170,7 +1245,7 @@ mod tests {
         let before = nodes();
         // A stale version: the split takes its blank nodes (a leaf, and an
         // inner node for the new root), fails to lock and keeps both.
-        tree.split(None, root, v + 2, &5);
+        tree.split(None, root, v + 2, &Sought::new(&5));
         assert_eq!(nodes(), before + 2, "both taken before locking");
         assert!(
             tree.spare
@@ -1183,7 +1258,7 @@ mod tests {
             ptr::from_ref(root).cast_mut()
         );
         // The next split uses the spares: no new node, none left over.
-        tree.split(None, root, v, &5);
+        tree.split(None, root, v, &Sought::new(&5));
         assert_eq!(nodes(), before + 2);
         assert!(
             tree.spare
@@ -1253,6 +1328,65 @@ mod tests {
                 oracle.first().copied()
             );
             check_structure(&tree);
+        }
+
+        /// Oracle, with keys whose prefixes tie: byte strings made of one
+        /// of three heads (8 bytes, 8 bytes sharing the first, and 2 bytes,
+        /// whose zero-padded prefix ties with the same head followed by
+        /// zero bytes) and a short tail, inserted in random order and
+        /// then ascending (the append path), so that the searches must
+        /// read the records wherever prefixes are equal.
+        #[test]
+        fn agrees_with_btreeset_where_prefixes_tie(
+            ops in proptest::collection::vec(
+                (0u8..4, 0usize..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(255)], 0..4)),
+                0..400,
+            ),
+            ascending in proptest::collection::vec(
+                (0usize..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(255)], 0..4)),
+                0..200,
+            ),
+        ) {
+            const HEADS: [&[u8]; 3] = [b"abcdefgh", b"abcdefgi", b"ab"];
+            let key = |head: usize, tail: &[u8]| [HEADS[head], tail].concat();
+            let tree = DeltaTree::<Vec<u8>>::new();
+            let mut oracle = BTreeSet::new();
+            let insert = |k: &Vec<u8>| {
+                tree.get_or_insert(k, || DeltaRecord::removed(k.clone())).created
+            };
+            for (op, head, tail) in ops {
+                let k = key(head, &tail);
+                match op {
+                    0 | 1 => prop_assert_eq!(insert(&k), oracle.insert(k.clone())),
+                    2 => prop_assert_eq!(tree.get(&k).map(|r| r.key().clone()), oracle.get(&k).cloned()),
+                    _ => {
+                        let got = tree.first_from(Bound::Included(&k)).map(|r| r.key().clone());
+                        prop_assert_eq!(got, oracle.range(k.clone()..).next().cloned());
+                        let got = tree.first_from(Bound::Excluded(&k)).map(|r| r.key().clone());
+                        let want = oracle
+                            .range((Bound::Excluded(k.clone()), Bound::Unbounded))
+                            .next()
+                            .cloned();
+                        prop_assert_eq!(got, want);
+                        let above: Vec<Vec<u8>> =
+                            tree.records_above(&k).iter().map(|r| r.key().clone()).collect();
+                        let want: Vec<Vec<u8>> = oracle
+                            .range((Bound::Excluded(k.clone()), Bound::Unbounded))
+                            .cloned()
+                            .collect();
+                        prop_assert_eq!(above, want);
+                    }
+                }
+            }
+            let mut ascending: Vec<Vec<u8>> =
+                ascending.iter().map(|(head, tail)| key(*head, tail)).collect();
+            ascending.sort();
+            for k in ascending {
+                prop_assert_eq!(insert(&k), oracle.insert(k.clone()));
+                prop_assert_eq!(tree.get(&k).map(|r| r.key().clone()), Some(k));
+            }
+            let got: Vec<Vec<u8>> = tree.records().iter().map(|r| r.key().clone()).collect();
+            prop_assert_eq!(got, oracle.iter().cloned().collect::<Vec<_>>());
         }
     }
 
@@ -1362,8 +1496,10 @@ mod tests {
         use std::sync::atomic::AtomicIsize;
 
         static LIVE: AtomicIsize = AtomicIsize::new(0);
-        /// A key that counts its live copies.
-        #[derive(PartialEq, Eq, PartialOrd, Ord)]
+        /// A key that counts its live copies, with a coarse prefix (one
+        /// per 16 keys), so the racing writers' searches also compare
+        /// records wherever prefixes tie.
+        #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
         struct Counted(u64);
         impl Counted {
             fn new(k: u64) -> Self {
@@ -1371,9 +1507,32 @@ mod tests {
                 Counted(k)
             }
         }
+        impl Clone for Counted {
+            fn clone(&self) -> Self {
+                Counted::new(self.0)
+            }
+        }
         impl Drop for Counted {
             fn drop(&mut self) {
                 LIVE.fetch_sub(1, StdOrdering::Relaxed);
+            }
+        }
+        impl Key for Counted {
+            const ENCODED_WIDTH: Option<usize> = Some(8);
+            fn encode_le(&self, out: &mut Vec<u8>) {
+                self.0.encode_le(out);
+            }
+            fn decode_le(bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
+                u64::decode_le(bytes).map(|(k, n)| (Counted::new(k), n))
+            }
+            fn to_f64(&self) -> f64 {
+                self.0.to_f64()
+            }
+            fn offset_from(&self, origin: &Self) -> f64 {
+                self.0.offset_from(&origin.0)
+            }
+            fn ordered_prefix(&self) -> u64 {
+                self.0 / 16
             }
         }
 
