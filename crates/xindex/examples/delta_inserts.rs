@@ -1,7 +1,8 @@
 //! Random inserts that stay in the deltas: every other key of a set is
 //! bulk-loaded, the rest are inserted in a seeded random order with
-//! background maintenance off (so every new key stays in its group's
-//! delta, a few hundred per group), and then each of them is read back.
+//! background maintenance off and a delta budget they cannot reach (so
+//! every new key stays in its group's delta, a few hundred to a few
+//! thousand per group), and then each of them is read back.
 //! What this times is the delta index itself: its descent, its leaf
 //! search and its record arena, beside the array search every insert
 //! makes first. One thread; medians of the rounds.
@@ -36,8 +37,11 @@ fn main() -> lidx_core::Result<()> {
     let (mut insert_ns, mut get_ns) = (Vec::new(), Vec::new());
     let (mut groups, mut delta_len) = (0, 0);
     for _ in 0..rounds {
+        // No background pass, and a budget no writer reaches (over it, a
+        // writer runs passes itself).
         let config = Config {
             maintenance_interval: None,
+            delta_budget_bytes: 1 << 40,
             ..Config::default()
         };
         let index = XIndex::bulk_load(loaded.iter().map(|&k| (k, k)), config)?;
