@@ -1728,6 +1728,91 @@ mod loom_tests {
         });
     }
 
+    /// A key whose prefix is one per 20 keys: searches decide some
+    /// comparisons by prefix and read the record for the rest.
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    struct Coarse(u64);
+
+    impl Key for Coarse {
+        const ENCODED_WIDTH: Option<usize> = Some(8);
+        fn encode_le(&self, out: &mut Vec<u8>) {
+            self.0.encode_le(out);
+        }
+        fn decode_le(bytes: &[u8]) -> lidx_core::Result<(Self, usize)> {
+            u64::decode_le(bytes).map(|(k, n)| (Coarse(k), n))
+        }
+        fn to_f64(&self) -> f64 {
+            self.0.to_f64()
+        }
+        fn offset_from(&self, origin: &Self) -> f64 {
+            self.0.offset_from(&origin.0)
+        }
+        fn ordered_prefix(&self) -> u64 {
+            self.0 / 20
+        }
+    }
+
+    /// The reader and writer of [`loom_reader_during_shift`] and
+    /// [`loom_reader_during_split`] with [`Coarse`] keys, whose prefixes
+    /// tie in pairs: a torn read may pair a prefix with another slot's
+    /// record, and the reader must still find its key.
+    fn tied_race(keys: &'static [u64], new: u64, read: u64, after: u64) {
+        model(3, move || {
+            let insert = |t: &DeltaTree<Coarse>, k: u64| {
+                t.get_or_insert(&Coarse(k), || DeltaRecord::removed(Coarse(k)))
+                    .created
+            };
+            let tree = Arc::new(DeltaTree::new());
+            for &k in keys {
+                insert(&tree, k);
+            }
+            let writer = {
+                let tree = tree.clone();
+                thread::spawn(move || assert!(insert(&tree, new)))
+            };
+            let reader = {
+                let tree = tree.clone();
+                thread::spawn(move || {
+                    (
+                        tree.get(&Coarse(read)).map(|r| r.key().0),
+                        tree.first_from(Bound::Excluded(&Coarse(after)))
+                            .map(|r| r.key().0),
+                    )
+                })
+            };
+            writer.join().unwrap();
+            let (found, next) = reader.join().unwrap();
+            assert_eq!(found, Some(read));
+            let successors: Vec<u64> = keys
+                .iter()
+                .copied()
+                .chain([new])
+                .filter(|&k| k > after)
+                .collect();
+            let first_old = keys.iter().copied().find(|&k| k > after);
+            assert!(
+                next == first_old || next == successors.iter().copied().min(),
+                "successor of {after}: {next:?}"
+            );
+            let mut all: Vec<u64> = keys.iter().copied().chain([new]).collect();
+            all.sort_unstable();
+            let got: Vec<u64> = tree.records().iter().map(|r| r.key().0).collect();
+            assert_eq!(got, all);
+        });
+    }
+
+    #[test]
+    fn loom_reader_during_shift_with_tied_prefixes() {
+        // Prefixes 0, 1, 1 (20 and 30), 2.
+        tied_race(&[10, 30, 40], 20, 30, 10);
+    }
+
+    #[test]
+    fn loom_reader_during_split_with_tied_prefixes() {
+        // Prefixes 0, 1, 1, 2, 2 (40 and 50); the leaf of four splits.
+        tied_race(&[10, 20, 30, 40], 50, 40, 30);
+    }
+
     /// Two writers racing to create `key` in a tree holding `keys`:
     /// exactly one creates it, and both get the same record.
     fn one_creator(keys: &'static [u64], key: u64) {
