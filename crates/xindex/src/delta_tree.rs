@@ -63,7 +63,7 @@ struct Node<K> {
     /// read a record's key only where its prefix ties with the sought
     /// key's: records sit in the delta's arena in the order they were
     /// inserted, so for random inserts every record read was a cache miss
-    /// (about two thirds of a delta insert's time, session 46).
+    /// (most of a leaf search's time; session 46).
     prefixes: [AtomicU64; FANOUT],
     /// Leaf: its records, in key order. Inner: the separators, where
     /// `keys[i]` is the smallest key under `children[i + 1]`.
@@ -685,9 +685,10 @@ impl<K: Key> DeltaTree<K> {
         }
     }
 
-    /// The record of `key`, created from `make` if the key was never
-    /// inserted. The new record is linked under the leaf's lock, so exactly
-    /// one of several concurrent callers creates it.
+    /// The record of `key`, created from `make` (which must make a record
+    /// of `key`: it is placed, and its prefix taken, as `key`'s) if the key
+    /// was never inserted. The new record is linked under the leaf's lock,
+    /// so exactly one of several concurrent callers creates it.
     pub(crate) fn get_or_insert(
         &self,
         key: &K,
