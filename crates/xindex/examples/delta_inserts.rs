@@ -25,14 +25,8 @@ fn main() -> lidx_core::Result<()> {
         .unwrap_or(5)
         .max(1);
     let loaded: Vec<u64> = keys.iter().copied().step_by(2).collect();
-    let mut inserted: Vec<u64> = keys.iter().copied().skip(1).step_by(2).collect();
-    let mut state = 7u64;
-    for i in (1..inserted.len()).rev() {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        inserted.swap(i, (state >> 33) as usize % (i + 1));
-    }
+    let rest: Vec<u64> = keys.iter().copied().skip(1).step_by(2).collect();
+    let inserted = common::shuffled(&rest);
     let n = inserted.len() as f64;
     let (mut insert_ns, mut get_ns) = (Vec::new(), Vec::new());
     let (mut groups, mut delta_len) = (0, 0);

@@ -40,16 +40,8 @@ fn gets(probes: &[u64], get: impl Fn(&u64) -> Option<u64>) -> f64 {
 fn main() -> lidx_core::Result<()> {
     let (path, keys) = common::keys_from_args()?;
     let n = keys.len();
-    // A seeded Fisher-Yates shuffle: the random insert order, and the
-    // order of the gets.
-    let mut shuffled = keys.clone();
-    let mut state = 7u64;
-    for i in (1..n).rev() {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        shuffled.swap(i, (state >> 33) as usize % (i + 1));
-    }
+    // The random insert order, and the order of the gets.
+    let shuffled = common::shuffled(&keys);
     let fresh = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), Config::default())?;
     println!("{}: {n} keys, one thread", path.display());
     println!(

@@ -23,3 +23,18 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// `keys` in a seeded random order (Fisher-Yates over a 64-bit LCG): the
+/// same order on every run.
+#[allow(dead_code)] // Not every example shuffles.
+pub fn shuffled(keys: &[u64]) -> Vec<u64> {
+    let mut out = keys.to_vec();
+    let mut state = 7u64;
+    for i in (1..out.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        out.swap(i, (state >> 33) as usize % (i + 1));
+    }
+    out
+}
