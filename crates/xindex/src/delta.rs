@@ -80,11 +80,12 @@ pub(crate) struct Delta<K> {
     first_seen: AtomicU64,
 }
 
-/// A put into an existing delta record, reviving it if removed.
-fn put_reviving(cell: &RecordCell, word: u64) -> Upserted {
-    let previous = match cell.write(Write::Put(word), true) {
+/// A write into an existing delta record, reviving it if removed (a
+/// removed delta record is its key absent).
+fn write_reviving(cell: &RecordCell, op: Write) -> Upserted {
+    let previous = match cell.write(op, true) {
         Outcome::Applied(previous) => previous,
-        // Reviving is allowed, so a put always applies.
+        // Reviving is allowed, so a write always applies.
         Outcome::Dead => None,
     };
     Upserted {
@@ -161,10 +162,19 @@ impl<K: Key> Delta<K> {
         self.tree.get(key).map(DeltaRecord::value)
     }
 
-    /// Inserts or updates `key` (reviving a removed record): the caller
-    /// must have seen the delta unfrozen within its current epoch pin.
-    /// A new entry is charged to `budget`.
-    pub(crate) fn upsert(&self, key: &K, word: u64, budget: &DeltaBudget) -> Upserted {
+    /// Applies `op` to `key`'s record, reviving a removed one, and
+    /// creates the record (live, with [`Write::created`]'s value) if there
+    /// is none and `op` creates: a put inserts or updates, an exchange
+    /// from absent inserts only if absent. The caller must have seen the
+    /// delta unfrozen within its current epoch pin. A new entry is charged
+    /// to `budget`.
+    pub(crate) fn write(&self, key: &K, op: Write, budget: &DeltaBudget) -> Upserted {
+        let Some(word) = op.created() else {
+            return self.write_existing(key, op).unwrap_or(Upserted {
+                previous: None,
+                over_budget: false,
+            });
+        };
         // A new key enters live: the put commits when the leaf it is
         // linked into unlocks (no validated read sees the record before),
         // and a racing put of the same key finds that record and writes
@@ -180,14 +190,20 @@ impl<K: Key> Delta<K> {
                 over_budget: budget.charge(entry_bytes(entry.record.key())),
             };
         }
-        put_reviving(entry.record.value(), word)
+        write_reviving(entry.record.value(), op)
     }
 
-    /// [`upsert`](Self::upsert) of a key the delta already holds (live or
+    /// [`write`](Self::write) of a key the delta already holds (live or
     /// removed: reviving takes no memory); `None`, changing nothing, for a
-    /// new key. Same precondition as `upsert`.
-    pub(crate) fn update(&self, key: &K, word: u64) -> Option<Upserted> {
-        self.get(key).map(|cell| put_reviving(cell, word))
+    /// new key. Same precondition as `write`.
+    pub(crate) fn write_existing(&self, key: &K, op: Write) -> Option<Upserted> {
+        self.get(key).map(|cell| write_reviving(cell, op))
+    }
+
+    /// [`write`](Self::write) of a put: inserts or updates `key`.
+    #[cfg(test)]
+    pub(crate) fn upsert(&self, key: &K, word: u64, budget: &DeltaBudget) -> Upserted {
+        self.write(key, Write::Put(word), budget)
     }
 
     /// Takes back everything charged for this (frozen and merged) delta,

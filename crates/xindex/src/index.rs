@@ -222,6 +222,97 @@ impl<K: Key, V: Value> XIndex<K, V> {
         self.inner.remove(key).map(V::from_word)
     }
 
+    /// Inserts `key` only if it is absent: `Ok(())` if this call inserted
+    /// it, otherwise `Err` with the value present (and nothing written).
+    /// Linearizable like [`insert`](Self::insert): of several racing
+    /// `try_insert`s of an absent key exactly one succeeds, and the others
+    /// see its value (or a later one).
+    ///
+    /// # Panics
+    ///
+    /// As [`insert`](Self::insert), when the index is poisoned.
+    pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
+        match self.inner.put_if_absent(&key, value.to_word()) {
+            None => Ok(()),
+            Some(present) => Err(V::from_word(present)),
+        }
+    }
+
+    /// Sets `key`'s value to `new` (`None`: removes the key) only if it is
+    /// `current` (`None`: the key is absent), in one linearizable step, as
+    /// [`AtomicU64::compare_exchange`](std::sync::atomic::AtomicU64::compare_exchange)
+    /// does for a word. Returns `Ok(current)` if it wrote, otherwise `Err`
+    /// with the value it found.
+    ///
+    /// Values compare by their word ([`Value::to_word`]): an `f64` NaN
+    /// equals a NaN of the same bits, and `0.0` differs from `-0.0`. An
+    /// exchange that does not insert (`current` is a value, or `new` is
+    /// `None`) never waits for maintenance, like [`remove`](Self::remove).
+    ///
+    /// ```
+    /// # use lidx_xindex::{Config, XIndex};
+    /// let index: XIndex<u64, u64> = XIndex::new(Config::default())?;
+    /// assert_eq!(index.compare_exchange(&7, None, Some(1)), Ok(None));
+    /// assert_eq!(index.compare_exchange(&7, None, Some(2)), Err(Some(1)));
+    /// assert_eq!(index.compare_exchange(&7, Some(1), None), Ok(Some(1)));
+    /// assert_eq!(index.get(&7), None);
+    /// # Ok::<(), lidx_core::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`insert`](Self::insert), when it would insert a key into a
+    /// poisoned index.
+    pub fn compare_exchange(
+        &self,
+        key: &K,
+        current: Option<V>,
+        new: Option<V>,
+    ) -> Result<Option<V>, Option<V>> {
+        let word = |v: Option<V>| v.map(V::to_word);
+        let back = |w: Option<u64>| w.map(V::from_word);
+        self.inner
+            .exchange(key, word(current), word(new))
+            .map(back)
+            .map_err(back)
+    }
+
+    /// Updates `key` with `f` in a loop of [`compare_exchange`](Self::compare_exchange),
+    /// as [`AtomicU64::fetch_update`](std::sync::atomic::AtomicU64::fetch_update)
+    /// does: `f` gets the current value (`None`: absent) and returns the
+    /// new one (`Some(None)` removes the key) or `None` to stop. Returns
+    /// `Ok` with the value `f` replaced, or `Err` with the value `f`
+    /// declined. `f` may run more than once when writers race.
+    ///
+    /// ```
+    /// # use lidx_xindex::{Config, XIndex};
+    /// let index: XIndex<u64, u64> = XIndex::new(Config::default())?;
+    /// // A counter: every increment counts, however many threads race.
+    /// let add_one = |n: Option<u64>| Some(Some(n.unwrap_or(0) + 1));
+    /// assert_eq!(index.fetch_update(&3, add_one), Ok(None));
+    /// assert_eq!(index.fetch_update(&3, add_one), Ok(Some(1)));
+    /// assert_eq!(index.get(&3), Some(2));
+    /// # Ok::<(), lidx_core::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`compare_exchange`](Self::compare_exchange).
+    pub fn fetch_update(
+        &self,
+        key: &K,
+        mut f: impl FnMut(Option<V>) -> Option<Option<V>>,
+    ) -> Result<Option<V>, Option<V>> {
+        let mut seen = self.get(key);
+        while let Some(new) = f(seen) {
+            match self.compare_exchange(key, seen, new) {
+                Ok(previous) => return Ok(previous),
+                Err(found) => seen = found,
+            }
+        }
+        Err(seen)
+    }
+
     /// Live keys (exact when no operation is in flight).
     pub fn len(&self) -> usize {
         self.inner.len.get()

@@ -289,6 +289,49 @@ impl<K: Key> Inner<K> {
     /// [`put`](Self::put) for the build's baseline target.
     #[inline(always)]
     pub(crate) fn put_portable(&self, key: &K, word: u64) -> Option<u64> {
+        self.put_with(key, word, false)
+    }
+
+    /// An insert of `key` only if it is absent: `None` if it was inserted,
+    /// else the value found (nothing written).
+    pub(crate) fn put_if_absent(&self, key: &K, word: u64) -> Option<u64> {
+        self.put_with(key, word, true)
+    }
+
+    /// Makes `key`'s value `new` (`None`: removed) only if it is `current`
+    /// now (`None`: absent). `Ok` with the value found (`current`) if it
+    /// wrote, `Err` with the value found otherwise.
+    pub(crate) fn exchange(
+        &self,
+        key: &K,
+        current: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<Option<u64>, Option<u64>> {
+        if let (None, Some(word)) = (current, new) {
+            // The one exchange that may create a record: the put's path.
+            return match self.put_if_absent(key, word) {
+                None => Ok(None),
+                found => Err(found),
+            };
+        }
+        // Every other exchange writes only to a live record, so it takes
+        // the remove's path, which never waits.
+        let guard = self.reclaimer.pin();
+        let group = self.root(&guard).route(key, &guard);
+        let found = try_write_existing(group, key, Write::Exchange { current, new });
+        drop(guard);
+        if found != current {
+            return Err(found);
+        }
+        if found.is_some() && new.is_none() {
+            self.len.removed();
+        }
+        Ok(found)
+    }
+
+    /// [`put`](Self::put), or with `if_absent` [`put_if_absent`](Self::put_if_absent).
+    #[inline(always)]
+    fn put_with(&self, key: &K, word: u64, if_absent: bool) -> Option<u64> {
         let backoff = Backoff::new();
         loop {
             // A poisoned index cannot compact, so once its deltas are over
@@ -298,7 +341,7 @@ impl<K: Key> Inner<K> {
             let create = !self.poisoned.load(Ordering::Relaxed) || !self.budget.over();
             let guard = self.reclaimer.pin();
             let group = self.root(&guard).route_write(key, &guard);
-            match try_put(group, key, word, &self.budget, create) {
+            match try_put(group, key, word, if_absent, &self.budget, create) {
                 Attempt::Done(done) => {
                     drop(guard);
                     if done.previous.is_none() {
@@ -362,7 +405,7 @@ impl<K: Key> Inner<K> {
     pub(crate) fn remove_portable(&self, key: &K) -> Option<u64> {
         let guard = self.reclaimer.pin();
         let group = self.root(&guard).route(key, &guard);
-        let removed = try_remove(group, key);
+        let removed = try_write_existing(group, key, Write::Remove);
         if removed.is_some() {
             self.len.removed();
         }
@@ -556,22 +599,22 @@ fn refuse_new_key() -> ! {
     );
 }
 
-/// `delta.upsert`, or, without `create`, an update of a key the delta
+/// `delta.write`, or, without `create`, a write to a key the delta
 /// already holds (reviving a removed one: that takes no memory), and
 /// [`Attempt::Refused`] for a new key.
 #[inline(always)]
 fn upsert_into<K: Key>(
     delta: &Delta<K>,
     key: &K,
-    word: u64,
+    op: Write,
     budget: &DeltaBudget,
     create: bool,
 ) -> Attempt {
     if create {
-        return Attempt::Done(delta.upsert(key, word, budget));
+        return Attempt::Done(delta.write(key, op, budget));
     }
     delta
-        .update(key, word)
+        .write_existing(key, op)
         .map_or(Attempt::Refused, Attempt::Done)
 }
 
@@ -579,14 +622,29 @@ fn upsert_into<K: Key>(
 /// that its array search runs with their instruction set. Without
 /// `create`, a key found nowhere is refused instead of inserted into a
 /// delta.
+///
+/// With `if_absent`, an insert only if absent: an exchange from absent to
+/// `word`, which takes the put's path, so it finds the key's record where
+/// the put would have written and creates one only where the put would
+/// have. The outcome's previous value is then the value found (the key
+/// was present, nothing written) or `None` (inserted).
 #[inline(always)]
 pub(crate) fn try_put<K: Key>(
     group: &Group<K>,
     key: &K,
     word: u64,
+    if_absent: bool,
     budget: &DeltaBudget,
     create: bool,
 ) -> Attempt {
+    let op = if if_absent {
+        Write::Exchange {
+            current: None,
+            new: Some(word),
+        }
+    } else {
+        Write::Put(word)
+    };
     let done = |previous| {
         Attempt::Done(Upserted {
             previous,
@@ -602,7 +660,7 @@ pub(crate) fn try_put<K: Key>(
     // the compaction that skipped it cannot lose this put.
     if tail.is_none()
         && let Some(cell) = group.record_unless_above(key)
-        && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+        && let Outcome::Applied(previous) = cell.write(op, false)
     {
         return done(previous);
     }
@@ -614,7 +672,7 @@ pub(crate) fn try_put<K: Key>(
             // same key.
             let _serial = tail.lock.lock();
             if let Some(cell) = tail.find(key)
-                && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+                && let Outcome::Applied(previous) = cell.write(op, false)
             {
                 return done(previous);
             }
@@ -622,7 +680,7 @@ pub(crate) fn try_put<K: Key>(
                 if group.buf.get(key).is_none() && tail.try_append(key, word) {
                     return done(None);
                 }
-                return upsert_into(&group.buf, key, word, budget, create);
+                return upsert_into(&group.buf, key, op, budget, create);
             }
         }
         full => {
@@ -633,7 +691,7 @@ pub(crate) fn try_put<K: Key>(
             // shows every record it will ever have).
             if let Some(tail) = full
                 && let Some(cell) = tail.find(key)
-                && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+                && let Outcome::Applied(previous) = cell.write(op, false)
             {
                 return done(previous);
             }
@@ -641,45 +699,61 @@ pub(crate) fn try_put<K: Key>(
                 // Seen unfrozen inside this pin: the merge phase starts
                 // only after a barrier that waits for us, so this insert
                 // will be merged.
-                return upsert_into(&group.buf, key, word, budget, create);
+                return upsert_into(&group.buf, key, op, budget, create);
             }
         }
     }
     // Frozen: update in place if the key is live in `buf`, else insert
     // into `tmp_buf`, the only insertable place (no duplicates, I1).
     if let Some(cell) = group.buf.get(key)
-        && let Outcome::Applied(previous) = cell.write(Write::Put(word), false)
+        && let Outcome::Applied(previous) = cell.write(op, false)
     {
         return done(previous);
     }
     match group.tmp() {
-        Some(tmp) if !tmp.is_frozen() => upsert_into(tmp, key, word, budget, create),
+        Some(tmp) if !tmp.is_frozen() => upsert_into(tmp, key, op, budget, create),
         _ => Attempt::Retry,
     }
 }
 
-/// Remove, as a put of the removed flag. Never inserts, so never retries:
-/// with `buf` frozen and no `tmp_buf` yet, no live copy can exist anywhere.
+/// Remove, as a put of the removed flag, or an exchange that needs no new
+/// record (from a value, or to absent): `op` applied to the key's live
+/// record, if any; returns the value found there (`None`: absent). Never
+/// inserts, so never retries: with `buf` frozen and no `tmp_buf` yet, no
+/// live copy can exist anywhere.
 #[inline(always)]
-fn try_remove<K: Key>(group: &Group<K>, key: &K) -> Option<u64> {
+fn try_write_existing<K: Key>(group: &Group<K>, key: &K, op: Write) -> Option<u64> {
+    debug_assert!(op.created().is_none(), "{op:?} may create a record");
     if let Some(cell) = group.record(key)
-        && let Outcome::Applied(previous) = cell.write(Write::Remove, false)
+        && let Outcome::Applied(previous) = cell.write(op, false)
     {
-        group.note_removed();
+        if removes(op, previous) {
+            group.note_removed();
+        }
         return previous;
     }
     let frozen = group.buf.is_frozen();
     if let Some(cell) = group.buf.get(key)
-        && let Outcome::Applied(previous) = cell.write(Write::Remove, !frozen)
+        && let Outcome::Applied(previous) = cell.write(op, !frozen)
     {
         return previous;
     }
     if !frozen {
         return None;
     }
-    match group.tmp()?.get(key)?.write(Write::Remove, true) {
+    match group.tmp()?.get(key)?.write(op, true) {
         Outcome::Applied(previous) => previous,
         Outcome::Dead => None,
+    }
+}
+
+/// Whether `op`, having found `previous`, removed a live record.
+#[inline(always)]
+fn removes(op: Write, previous: Option<u64>) -> bool {
+    match op {
+        Write::Remove => previous.is_some(),
+        Write::Exchange { current, new: None } => previous.is_some() && previous == current,
+        Write::Put(_) | Write::Exchange { .. } => false,
     }
 }
 

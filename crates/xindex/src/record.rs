@@ -112,6 +112,28 @@ pub(crate) enum Write {
     Put(u64),
     /// Mark the record removed.
     Remove,
+    /// Make the key's value `new` (a word, or `None`: removed) only if it
+    /// is `current` now (`None`: the key is absent). Either way the
+    /// outcome reports the value found, so the caller tells success by
+    /// comparing it with `current`.
+    Exchange {
+        current: Option<u64>,
+        new: Option<u64>,
+    },
+}
+
+impl Write {
+    /// The value a write gives a key it finds absent: what an insert
+    /// path stores in a record it creates (`None`: the write never
+    /// creates one).
+    #[inline(always)]
+    pub(crate) fn created(self) -> Option<u64> {
+        match self {
+            Write::Put(word) => Some(word),
+            Write::Exchange { current: None, new } => new,
+            Write::Remove | Write::Exchange { .. } => None,
+        }
+    }
 }
 
 /// Result of [`Record::write`].
@@ -359,8 +381,9 @@ impl<'a> Record<'a> {
 
     /// Applies `op` under the record lock.
     ///
-    /// A removed record is revived by `Put` (and a `Remove` of it succeeds
-    /// trivially) only when `revive` is true; otherwise the result is
+    /// A removed record is revived by `Put`, or by an `Exchange` from
+    /// absent to a value (and a `Remove`, or any other exchange, finds it
+    /// absent), only when `revive` is true; otherwise the result is
     /// [`Outcome::Dead`]. Writes to a pointer record go to its target with
     /// `revive = false`: the merge phase only points at live records, and a
     /// target removed afterwards must stay removed.
@@ -373,20 +396,29 @@ impl<'a> Record<'a> {
             // under us and the target is alive by `pointing_to`'s contract.
             unsafe { target_of(self.word.load(Ordering::Relaxed)) }.write(op, false)
         } else if before & removed != 0 {
-            match (op, revive) {
-                (Write::Put(word), true) => {
+            if !revive {
+                Outcome::Dead
+            } else {
+                // The key is absent: a put, or an exchange from absent to a
+                // value, revives the record.
+                if let Some(word) = op.created() {
                     self.word.store(word, Ordering::Release);
                     flags &= !removed;
-                    Outcome::Applied(None)
                 }
-                (Write::Remove, true) => Outcome::Applied(None),
-                (_, false) => Outcome::Dead,
+                Outcome::Applied(None)
             }
         } else {
             let previous = self.word.load(Ordering::Relaxed);
-            match op {
-                Write::Put(word) => self.word.store(word, Ordering::Release),
-                Write::Remove => flags |= removed,
+            let new = match op {
+                Write::Put(word) => Some(Some(word)),
+                Write::Remove => Some(None),
+                Write::Exchange { current, new } => (current == Some(previous)).then_some(new),
+            };
+            match new {
+                Some(Some(word)) => self.word.store(word, Ordering::Release),
+                Some(None) => flags |= removed,
+                // A failed exchange: the record stays as it is.
+                None => {}
             }
             Outcome::Applied(Some(previous))
         };
@@ -521,6 +553,74 @@ mod tests {
         assert_eq!(cell.write(Write::Remove, true), Outcome::Applied(None));
         assert_eq!(cell.write(Write::Put(8), true), Outcome::Applied(None));
         assert_eq!(cell.read(), Some(8));
+    }
+
+    #[test]
+    fn exchange_writes_only_when_the_current_value_matches() {
+        let ex = |current, new| Write::Exchange { current, new };
+        let cell = RecordCell::live(5);
+        // A mismatch reports the value found and leaves it.
+        assert_eq!(
+            cell.write(ex(Some(4), Some(9)), false),
+            Outcome::Applied(Some(5))
+        );
+        assert_eq!(
+            cell.write(ex(None, Some(9)), true),
+            Outcome::Applied(Some(5))
+        );
+        assert_eq!(cell.read(), Some(5));
+        assert_eq!(
+            cell.write(ex(Some(5), Some(6)), false),
+            Outcome::Applied(Some(5))
+        );
+        assert_eq!(cell.read(), Some(6));
+        // To `None`: removed.
+        assert_eq!(
+            cell.write(ex(Some(6), None), false),
+            Outcome::Applied(Some(6))
+        );
+        assert_eq!(cell.read(), None);
+        // A removed record is dead unless reviving is allowed ...
+        assert_eq!(cell.write(ex(None, Some(7)), false), Outcome::Dead);
+        assert_eq!(cell.write(ex(Some(6), Some(7)), false), Outcome::Dead);
+        // ... and then it is the absent key: only an exchange from `None`
+        // to a value writes.
+        assert_eq!(
+            cell.write(ex(Some(6), Some(7)), true),
+            Outcome::Applied(None)
+        );
+        assert_eq!(cell.write(ex(None, None), true), Outcome::Applied(None));
+        assert_eq!(cell.read(), None);
+        assert_eq!(cell.write(ex(None, Some(7)), true), Outcome::Applied(None));
+        assert_eq!(cell.read(), Some(7));
+        assert_eq!(Write::Put(3).created(), Some(3));
+        assert_eq!(ex(None, Some(3)).created(), Some(3));
+        assert_eq!(ex(Some(1), Some(3)).created(), None);
+        assert_eq!(Write::Remove.created(), None);
+    }
+
+    #[test]
+    fn exchange_through_a_pointer_reaches_the_target() {
+        let old = RecordCell::live(1);
+        // SAFETY: `old` outlives `new` in this scope.
+        let new = unsafe { RecordCell::pointing_to(old.record()) };
+        let ex = |current, new| Write::Exchange { current, new };
+        assert_eq!(
+            new.write(ex(Some(2), Some(3)), false),
+            Outcome::Applied(Some(1))
+        );
+        assert_eq!(
+            new.write(ex(Some(1), Some(3)), false),
+            Outcome::Applied(Some(1))
+        );
+        assert_eq!(old.read(), Some(3));
+        assert_eq!(
+            new.write(ex(Some(3), None), false),
+            Outcome::Applied(Some(3))
+        );
+        // The removed target is not revived through the pointer.
+        assert_eq!(new.write(ex(None, Some(4)), true), Outcome::Dead);
+        assert_eq!(new.read(), None);
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn pointer_writes_and_stragglers_survive_the_copy_phase() {
             phases.try_recv().is_err(),
             "copy phase ran while a straggler was pinned"
         );
-        match try_put(old, &7, 700, &index.inner().budget, true) {
+        match try_put(old, &7, 700, false, &index.inner().budget, true) {
             Attempt::Done(done) => assert_eq!(done.previous, Some(7)),
             Attempt::Retry | Attempt::Refused => {
                 panic!("an existing array record is always updatable")
@@ -194,4 +194,91 @@ fn a_remove_of_the_old_copy_after_the_merge_counts_in_the_new_group() {
         1,
         "the new group's removed-record count, which triggers compactions"
     );
+}
+
+/// `try_insert`, `compare_exchange` and `fetch_update` at every phase of a
+/// compaction: on a frozen delta, on the old group's array after the
+/// merge, through the new group's pointers, and into `tmp_buf`.
+#[test]
+fn conditional_writes_hold_in_every_phase_of_a_compaction() {
+    let index = index_needing_compaction();
+    // A removed record in the delta: the key is absent.
+    index.insert(2000, 2);
+    assert_eq!(index.remove(&2000), Some(2));
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        // Frozen, maybe no `tmp_buf` yet: exchanges that cannot insert
+        // never wait, and apply to the frozen delta's live record.
+        assert_eq!(index.compare_exchange(&1000, Some(1), Some(2)), Ok(Some(1)));
+        assert_eq!(
+            index.compare_exchange(&1000, Some(1), Some(3)),
+            Err(Some(2))
+        );
+        assert_eq!(index.compare_exchange(&2000, Some(2), None), Err(None));
+        assert_eq!(index.compare_exchange(&2000, None, None), Ok(None));
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        // The old group is installed, `tmp_buf` takes new keys.
+        assert_eq!(
+            index.try_insert(1000, 9),
+            Err(2),
+            "live in the frozen delta"
+        );
+        assert_eq!(
+            index.try_insert(2000, 20),
+            Ok(()),
+            "removed there: into tmp_buf"
+        );
+        assert_eq!(index.try_insert(2000, 21), Err(20));
+        assert_eq!(index.try_insert(3000, 30), Ok(()));
+        assert_eq!(index.compare_exchange(&5, Some(5), Some(50)), Ok(Some(5)));
+        assert_eq!(index.try_insert(5, 51), Err(50));
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Installed);
+        {
+            let guard = index.inner().reclaimer.pin();
+            let new = index.inner().root(&guard).route(&6, &guard);
+            assert!(new.records.cell_at(new.find(&6).unwrap()).is_pointer());
+        }
+        // Through the new group's pointers to the old records.
+        assert_eq!(index.compare_exchange(&6, Some(6), None), Ok(Some(6)));
+        assert_eq!(index.compare_exchange(&6, Some(6), Some(60)), Err(None));
+        assert_eq!(
+            index.try_insert(6, 61),
+            Ok(()),
+            "absent: into the new delta"
+        );
+        assert_eq!(index.try_insert(7, 70), Err(7));
+        let add = |v: Option<u64>| Some(Some(v.unwrap_or(0) + 1));
+        assert_eq!(index.fetch_update(&8, add), Ok(Some(8)));
+        assert_eq!(index.fetch_update(&3000, add), Ok(Some(30)));
+        assert_eq!(index.fetch_update(&4000, add), Ok(None));
+        assert_eq!(index.fetch_update(&8, |_| None), Err(Some(9)));
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Copied);
+        go.send(()).unwrap();
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+    let want = [
+        (5, Some(50)),
+        (6, Some(61)),
+        (7, Some(7)),
+        (8, Some(9)),
+        (1000, Some(2)),
+        (2000, Some(20)),
+        (3000, Some(31)),
+        (4000, Some(1)),
+    ];
+    for _ in 0..2 {
+        for (k, v) in want {
+            assert_eq!(index.get(&k), v, "key {k}");
+        }
+        assert_eq!(index.len(), 32 + 4);
+        assert_eq!(index.range(..).count(), 32 + 4);
+        // Once more after every delta is merged.
+        while index.maintain_now() {}
+    }
 }

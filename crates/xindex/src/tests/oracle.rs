@@ -17,6 +17,14 @@ enum Op {
     Insert(u64, u64),
     Remove(u64),
     Get(u64),
+    TryInsert(u64, u64),
+    /// `compare_exchange(key, current, new)`, where a `current` of `None`
+    /// stands for the key's actual value at that step (so that exchanges
+    /// succeed as often as they fail).
+    CompareExchange(u64, Option<Option<u64>>, Option<u64>),
+    /// `fetch_update` adding one (wrapping; absent counts as 0), or
+    /// declining if the value is odd.
+    FetchUpdate(u64),
     GetMany(Vec<u64>),
     Scan(u64, usize),
     Range(u64, u64),
@@ -40,9 +48,25 @@ fn point_op(key_space: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The conditional writes: insert if absent, compare-exchange, fetch-update.
+fn conditional_op(key_space: u64) -> impl Strategy<Value = Op> {
+    let guess = prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(None)),
+        1 => (0u64..4).prop_map(|v| Some(Some(v))),
+    ];
+    let new = prop_oneof![3 => (0u64..4).prop_map(Some), 1 => Just(None)];
+    prop_oneof![
+        1 => (0..key_space, 0u64..4).prop_map(|(k, v)| Op::TryInsert(k, v)),
+        2 => (0..key_space, guess, new).prop_map(|(k, c, n)| Op::CompareExchange(k, c, n)),
+        1 => (0..key_space).prop_map(Op::FetchUpdate),
+    ]
+}
+
 fn op(key_space: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => point_op(key_space),
+        3 => conditional_op(key_space),
         1 => (0..key_space, 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
         1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
         2 => Just(Op::Maintain),
@@ -67,6 +91,45 @@ fn run(
             }
             Op::Remove(k) => prop_assert_eq!(index.remove(&k), oracle.remove(&k), "{:?}", op),
             Op::Get(k) => prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op),
+            Op::TryInsert(k, v) => {
+                let want = match oracle.get(&k) {
+                    Some(&present) => Err(present),
+                    None => {
+                        oracle.insert(k, v);
+                        Ok(())
+                    }
+                };
+                prop_assert_eq!(index.try_insert(k, v), want, "{:?}", op);
+            }
+            Op::CompareExchange(k, guess, new) => {
+                let actual = oracle.get(&k).copied();
+                let current = guess.unwrap_or(actual);
+                let want = if actual == current {
+                    match new {
+                        Some(v) => oracle.insert(k, v),
+                        None => oracle.remove(&k),
+                    };
+                    Ok(actual)
+                } else {
+                    Err(actual)
+                };
+                prop_assert_eq!(index.compare_exchange(&k, current, new), want, "{:?}", op);
+            }
+            Op::FetchUpdate(k) => {
+                let step = |v: Option<u64>| match v {
+                    Some(v) if v % 2 == 1 => None,
+                    v => Some(Some(v.unwrap_or(0).wrapping_add(1))),
+                };
+                let actual = oracle.get(&k).copied();
+                let want = match step(actual) {
+                    Some(Some(v)) => {
+                        oracle.insert(k, v);
+                        Ok(actual)
+                    }
+                    _ => Err(actual),
+                };
+                prop_assert_eq!(index.fetch_update(&k, step), want, "{:?}", op);
+            }
             Op::GetMany(ref keys) => {
                 let mut got = vec![Some(7)]; // appended to, not cleared
                 index.get_many(keys, &mut got);
@@ -157,9 +220,12 @@ proptest! {
         start in initial(300),
         ops in proptest::collection::vec(
             prop_oneof![
-                // Runs of ascending inserts feed the tails.
-                3 => (0u64..300, 1usize..20).prop_map(|(k, n)| {
-                    (0..n as u64).map(|i| Op::Insert(k + i, i)).collect::<Vec<_>>()
+                // Runs of ascending inserts (or inserts if absent) feed
+                // the tails.
+                3 => (0u64..300, 1usize..20, any::<bool>()).prop_map(|(k, n, if_absent)| {
+                    (0..n as u64)
+                        .map(|i| if if_absent { Op::TryInsert(k + i, i) } else { Op::Insert(k + i, i) })
+                        .collect::<Vec<_>>()
                 }),
                 5 => op(300).prop_map(|o| vec![o]),
             ],
