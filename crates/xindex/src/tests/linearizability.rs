@@ -1,6 +1,7 @@
 //! Linearizability of small random concurrent histories, checked per key
 //! against a register model (get / put-returning-previous /
-//! remove-returning-previous). Linearizability is local, so checking each
+//! remove-returning-previous / insert-if-absent / compare-exchange, each
+//! returning the value it found). Linearizability is local, so checking each
 //! key's sub-history separately checks the whole history.
 //!
 //! Each run: three threads issue five operations each on three keys while
@@ -27,6 +28,30 @@ enum Call {
     Get,
     Put(u64),
     Remove,
+    /// `try_insert`; its result is the value found (`None`: inserted).
+    TryInsert(u64),
+    /// `compare_exchange(current, new)`; its result is the value found
+    /// (`Ok` or `Err`, which is checked to agree with it when recorded).
+    Exchange(Option<u64>, Option<u64>),
+}
+
+impl Call {
+    /// The register after this call found `state`.
+    fn next(self, state: Option<u64>) -> Option<u64> {
+        match self {
+            Call::Get => state,
+            Call::Put(v) => Some(v),
+            Call::Remove => None,
+            Call::TryInsert(v) => state.or(Some(v)),
+            Call::Exchange(current, new) => {
+                if state == current {
+                    new
+                } else {
+                    state
+                }
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -66,12 +91,7 @@ fn linearizable(initial: Option<u64>, events: &[Event]) -> bool {
             if e.invoked > first_return || e.result != state {
                 continue;
             }
-            let next = match e.call {
-                Call::Get => state,
-                Call::Put(v) => Some(v),
-                Call::Remove => None,
-            };
-            if search(events, done | (1 << i), next, seen) {
+            if search(events, done | (1 << i), e.call.next(state), seen) {
                 return true;
             }
         }
@@ -109,6 +129,44 @@ fn checker_rejects_a_stale_read() {
     assert!(!linearizable(
         None,
         &[put(1, None, 0, 1), put(2, None, 2, 3)]
+    ));
+    let call = |call, result, invoked, returned| Event {
+        key: 0,
+        call,
+        result,
+        invoked,
+        returned,
+    };
+    // Two inserts if absent that both inserted, one after the other.
+    assert!(!linearizable(
+        None,
+        &[
+            call(Call::TryInsert(1), None, 0, 1),
+            call(Call::TryInsert(2), None, 2, 3)
+        ]
+    ));
+    // Overlapping, one inserts and the other sees it.
+    assert!(linearizable(
+        None,
+        &[
+            call(Call::TryInsert(1), Some(2), 0, 3),
+            call(Call::TryInsert(2), None, 1, 2)
+        ]
+    ));
+    // An exchange from 1 that found 1 wrote 5; a later get must see 5.
+    let cas = Call::Exchange(Some(1), Some(5));
+    assert!(linearizable(
+        Some(1),
+        &[call(cas, Some(1), 0, 1), get(Some(5), 2, 3)]
+    ));
+    assert!(!linearizable(
+        Some(1),
+        &[call(cas, Some(1), 0, 1), get(Some(1), 2, 3)]
+    ));
+    // A failed exchange writes nothing.
+    assert!(!linearizable(
+        Some(2),
+        &[call(cas, Some(2), 0, 1), get(Some(5), 2, 3)]
     ));
 }
 
@@ -185,23 +243,50 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
             .map(|t| {
                 s.spawn(move || {
                     let mut rng = ChaCha8Rng::seed_from_u64(run * 31 + t);
-                    let mut mine = Vec::new();
+                    let mut mine: Vec<Event> = Vec::new();
                     start.wait();
                     for i in 0..OPS_PER_THREAD {
                         for _ in 0..rng.random_range(0..200) {
                             std::hint::spin_loop();
                         }
                         let key = KEYS[rng.random_range(0..KEYS.len())];
-                        let call = match rng.random_range(0..3) {
+                        let value = (t + 1) * 100 + i;
+                        // An exchange mostly expects what this thread last
+                        // saw of the key, so that some succeed.
+                        let seen = mine
+                            .iter()
+                            .rev()
+                            .find(|e| e.key == key)
+                            .and_then(|e| e.result);
+                        let call = match rng.random_range(0..5) {
                             0 => Call::Get,
-                            1 => Call::Put((t + 1) * 100 + i),
-                            _ => Call::Remove,
+                            1 => Call::Put(value),
+                            2 => Call::Remove,
+                            3 => Call::TryInsert(value),
+                            _ => {
+                                let current = if rng.random_bool(0.3) { None } else { seen };
+                                let new = (!rng.random_bool(0.25)).then_some(value);
+                                Call::Exchange(current, new)
+                            }
                         };
                         let invoked = clock.fetch_add(1, Ordering::SeqCst);
                         let result = match call {
                             Call::Get => index.get(&key),
                             Call::Put(v) => index.insert(key, v),
                             Call::Remove => index.remove(&key),
+                            Call::TryInsert(v) => index.try_insert(key, v).err(),
+                            Call::Exchange(current, new) => {
+                                match index.compare_exchange(&key, current, new) {
+                                    Ok(found) => {
+                                        assert_eq!(found, current, "Ok must report `current`");
+                                        found
+                                    }
+                                    Err(found) => {
+                                        assert_ne!(found, current, "Err must report another value");
+                                        found
+                                    }
+                                }
+                            }
                         };
                         let returned = clock.fetch_add(1, Ordering::SeqCst);
                         mine.push(Event {
@@ -256,8 +341,16 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
 fn random_small_histories_are_linearizable() {
     let clock = AtomicU64::new(0);
     let mut overlapping = 0u64;
+    let (mut exchanged, mut inserted) = (0u64, 0u64);
     for run in 0..RUNS {
         let events = one_run(run, &clock);
+        for e in &events {
+            match e.call {
+                Call::Exchange(current, _) => exchanged += u64::from(e.result == current),
+                Call::TryInsert(_) => inserted += u64::from(e.result.is_none()),
+                _ => {}
+            }
+        }
         // Count runs where some operations really overlapped in time.
         if events.iter().any(|a| {
             events
@@ -272,5 +365,11 @@ fn random_small_histories_are_linearizable() {
     assert!(
         overlapping >= RUNS / 20,
         "only {overlapping} of {RUNS} runs had concurrent operations"
+    );
+    // The conditional writes must not all fail (about 1.2 successful
+    // exchanges and 1.0 inserts if absent per run).
+    assert!(
+        exchanged >= RUNS / 2 && inserted >= RUNS / 2,
+        "{exchanged} exchanges and {inserted} inserts if absent succeeded in {RUNS} runs"
     );
 }

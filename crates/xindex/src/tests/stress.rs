@@ -106,9 +106,10 @@ fn worker(index: &XIndex<u64, u64>, thread: u64) -> Vec<Logged> {
     log
 }
 
-#[test]
-fn overlapping_writers_with_continuous_maintenance() {
-    let config = Config {
+/// Small thresholds, a 1 ms background thread, tails in every group and a
+/// delta budget small enough that writers often run passes themselves.
+fn stress_config() -> Config {
+    Config {
         error_bound: 4,
         delta_threshold: 16,
         tolerance: 0.25,
@@ -126,7 +127,12 @@ fn overlapping_writers_with_continuous_maintenance() {
         // budget makes them help.
         maintenance_nice: Config::default().maintenance_nice,
         build_threads: Config::default().build_threads,
-    };
+    }
+}
+
+#[test]
+fn overlapping_writers_with_continuous_maintenance() {
+    let config = stress_config();
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
     let index =
@@ -235,6 +241,131 @@ fn overlapping_writers_with_continuous_maintenance() {
     assert_eq!(
         (stats.delta_bytes, stats.delta_total()),
         (0, 0),
+        "{stats:?}"
+    );
+}
+
+const COUNTERS: u64 = 48;
+const CLAIMS: u64 = 20_000;
+const COUNTER_BASE: u64 = 1 << 30;
+const CLAIM_BASE: u64 = 2 << 30;
+
+/// Threads increment shared counters with `fetch_update`, race to claim
+/// keys with `try_insert`, release a third of the claims they tried with
+/// `compare_exchange` (which only the holder's can do; a released key may
+/// be claimed again) and insert and remove other keys around them, while
+/// maintenance runs back to back. At the end every counter holds exactly
+/// its increments, and per claim key the wins minus the releases are 1 if
+/// it is held (by the last thread to win it) and 0 if not.
+#[test]
+fn conditional_writes_with_continuous_maintenance() {
+    let index = XIndex::bulk_load((0..SHARED_KEYS).map(|k| (k * 3, k)), stress_config()).unwrap();
+    let done = AtomicBool::new(false);
+    let start = std::time::Instant::now();
+    type Log = (Vec<u64>, Vec<u64>, Vec<u64>);
+    let results: Vec<Log> = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                index.maintain_now();
+            }
+        });
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let index = &index;
+                s.spawn(move || {
+                    let mut rng = ChaCha8Rng::seed_from_u64(t * 104_729 + 5);
+                    let mut increments = vec![0u64; COUNTERS as usize];
+                    let (mut won, mut released) = (Vec::new(), Vec::new());
+                    let mut holding = std::collections::HashSet::new();
+                    // Every thread tries every claim, in its own order.
+                    let mut claims: Vec<u64> = (0..CLAIMS).collect();
+                    for i in (1..claims.len()).rev() {
+                        claims.swap(i, rng.random_range(0..=i));
+                    }
+                    for (i, &claim) in claims.iter().enumerate() {
+                        let key = CLAIM_BASE + claim;
+                        match index.try_insert(key, t) {
+                            Ok(()) => {
+                                won.push(claim);
+                                holding.insert(claim);
+                            }
+                            Err(owner) => assert!(owner < THREADS && owner != t, "{owner}"),
+                        }
+                        let c = rng.random_range(0..COUNTERS);
+                        let add = |v: Option<u64>| Some(Some(v.unwrap_or(0) + 1));
+                        index.fetch_update(&(COUNTER_BASE + c), add).unwrap();
+                        increments[c as usize] += 1;
+                        // Noise among the bulk-loaded keys: splits, merges.
+                        let noise = rng.random_range(0..SHARED_KEYS * 3);
+                        if rng.random_bool(0.5) {
+                            index.insert(noise, noise);
+                        } else {
+                            index.remove(&noise);
+                        }
+                        if i % 3 == 2 && start.elapsed() < MAX_RUN {
+                            // Release a claim tried earlier: only its
+                            // holder's exchange matches.
+                            let claim = claims[i - 2];
+                            let mine = holding.remove(&claim);
+                            let done = index
+                                .compare_exchange(&(CLAIM_BASE + claim), Some(t), None)
+                                .is_ok();
+                            assert_eq!(done, mine, "claim {claim} by thread {t}");
+                            if done {
+                                released.push(claim);
+                            }
+                        }
+                    }
+                    (increments, won, released)
+                })
+            })
+            .collect();
+        super::join_then_stop(handles, || done.store(true, Ordering::Relaxed))
+    });
+    for c in 0..COUNTERS {
+        let total: u64 = results.iter().map(|(inc, _, _)| inc[c as usize]).sum();
+        assert_eq!(
+            index.get(&(COUNTER_BASE + c)).unwrap_or(0),
+            total,
+            "counter {c}"
+        );
+    }
+    // Per claim: wins - releases, and the thread of each win.
+    let mut balance: HashMap<u64, (i64, Vec<u64>)> = HashMap::new();
+    for (t, (_, won, released)) in results.iter().enumerate() {
+        for &claim in won {
+            let entry = balance.entry(claim).or_default();
+            entry.0 += 1;
+            entry.1.push(t as u64);
+        }
+        for &claim in released {
+            balance.entry(claim).or_default().0 -= 1;
+        }
+    }
+    assert_eq!(balance.len() as u64, CLAIMS, "every claim was won");
+    let mut held = 0;
+    for (claim, (count, winners)) in &balance {
+        match index.get(&(CLAIM_BASE + claim)) {
+            Some(owner) => {
+                held += 1;
+                assert_eq!(
+                    *count, 1,
+                    "claim {claim} held by {owner}, won by {winners:?}"
+                );
+                assert!(
+                    winners.contains(&owner),
+                    "claim {claim}: {owner} not among {winners:?}"
+                );
+            }
+            None => assert_eq!(*count, 0, "claim {claim} absent, won by {winners:?}"),
+        }
+    }
+    assert_eq!(index.range(CLAIM_BASE..).count(), held);
+    let released: usize = results.iter().map(|(_, _, r)| r.len()).sum();
+    assert!(released > 0 && held > 0, "{released} released, {held} held");
+    let stats = index.stats();
+    assert!(
+        stats.group_splits > 0 && stats.group_merges > 0 && stats.compactions > 0,
         "{stats:?}"
     );
 }
