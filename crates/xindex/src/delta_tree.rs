@@ -1685,6 +1685,43 @@ mod loom_tests {
         r.map(|r| *r.key())
     }
 
+    /// Two inserts if absent of one new key through `Delta::write`: one
+    /// creates the record, the other finds it through the tree and its
+    /// exchange fails on the winner's value; a budget counts one entry.
+    #[test]
+    fn loom_inserts_if_absent_race() {
+        use crate::budget::DeltaBudget;
+        use crate::delta::Delta;
+        use crate::record::Write;
+        model(3, || {
+            let delta = Arc::new(Delta::new());
+            let budget = Arc::new(DeltaBudget::new(usize::MAX));
+            for k in [10, 30] {
+                delta.write(&k, Write::Put(k), &budget);
+            }
+            let before = budget.used();
+            let try_insert = |value| {
+                let (delta, budget) = (delta.clone(), budget.clone());
+                thread::spawn(move || {
+                    let op = Write::Exchange {
+                        current: None,
+                        new: Some(value),
+                    };
+                    delta.write(&20, op, &budget).previous
+                })
+            };
+            let (a, b) = (try_insert(1), try_insert(2));
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            let winner = match (a, b) {
+                (None, Some(1)) => 1,
+                (Some(2), None) => 2,
+                other => panic!("both or neither inserted: {other:?}"),
+            };
+            assert_eq!(delta.get(&20).and_then(|c| c.read()), Some(winner));
+            assert_eq!(budget.used() - before, crate::budget::entry_bytes(&20u64));
+        });
+    }
+
     /// A reader racing an insert that shifts its key finds the key, and
     /// the new key's neighbour query sees it either not at all or whole.
     #[test]

@@ -21,10 +21,12 @@
 //! let index = XIndex::bulk_load((0..1000u64).map(|k| (k * 2, k)), Config::default()).unwrap();
 //! assert_eq!(index.get(&10), Some(5));
 //! assert_eq!(index.insert(11, 7), None);
+//! assert_eq!(index.try_insert(11, 8), Err(7)); // present: not written
+//! assert_eq!(index.compare_exchange(&11, Some(7), Some(8)), Ok(Some(7)));
 //! assert_eq!(index.remove(&10), Some(5));
 //! let mut out = Vec::new();
 //! index.scan(&9, 3, &mut out);
-//! assert_eq!(out, vec![(11, 7), (12, 6), (14, 7)]);
+//! assert_eq!(out, vec![(11, 8), (12, 6), (14, 7)]);
 //! ```
 #![warn(missing_docs)]
 

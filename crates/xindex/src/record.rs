@@ -926,6 +926,39 @@ mod loom_tests {
         });
     }
 
+    /// Two exchanges from the same value serialise on the lock: exactly
+    /// one writes, the other finds the winner's value, and a reader sees
+    /// the initial value or the winner's, never the loser's.
+    #[test]
+    fn loom_exchanges_from_one_value_serialise() {
+        model(3, || {
+            let cell = Arc::new(RecordCell::live(1));
+            let exchange = |new| {
+                let cell = cell.clone();
+                thread::spawn(move || {
+                    let op = Write::Exchange {
+                        current: Some(1),
+                        new: Some(new),
+                    };
+                    cell.write(op, false)
+                })
+            };
+            let (a, b) = (exchange(10), exchange(20));
+            let reader = {
+                let cell = cell.clone();
+                thread::spawn(move || cell.read())
+            };
+            let (a, b, seen) = (a.join().unwrap(), b.join().unwrap(), reader.join().unwrap());
+            let winner = match (a, b) {
+                (Outcome::Applied(Some(1)), Outcome::Applied(Some(10))) => 10,
+                (Outcome::Applied(Some(20)), Outcome::Applied(Some(1))) => 20,
+                other => panic!("both or neither exchanged: {other:?}"),
+            };
+            assert_eq!(cell.read(), Some(winner));
+            assert!(seen == Some(1) || seen == Some(winner), "{seen:?}");
+        });
+    }
+
     /// Explores every interleaving with at most `bound` preemptions:
     /// enough for these small models, and it keeps the spin loops finite.
     fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) {
