@@ -137,22 +137,7 @@ fn overlapping_writers_with_continuous_maintenance() {
     let initial = |key: u64| encode(0xff, 0, key);
     let index =
         XIndex::bulk_load((0..SHARED_KEYS).step_by(2).map(|k| (k, initial(k))), config).unwrap();
-    let done = AtomicBool::new(false);
-    let logs: Vec<Vec<Logged>> = std::thread::scope(|s| {
-        // A second maintainer racing the background thread's passes.
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                index.maintain_now();
-            }
-        });
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let index = &index;
-                s.spawn(move || worker(index, t))
-            })
-            .collect();
-        super::join_then_stop(handles, || done.store(true, Ordering::Relaxed))
-    });
+    let logs: Vec<Vec<Logged>> = with_back_to_back_passes(&index, |t| worker(&index, t));
 
     // Every value ever returned was written to that key by a logged put
     // (or is the key's initial value): nothing invented, nothing torn.
@@ -245,6 +230,78 @@ fn overlapping_writers_with_continuous_maintenance() {
     );
 }
 
+/// What a [`claimer`] did: increments per counter, claims won, claims
+/// released.
+type ClaimLog = (Vec<u64>, Vec<u64>, Vec<u64>);
+
+/// One thread of [`conditional_writes_with_continuous_maintenance`].
+fn claimer(index: &XIndex<u64, u64>, t: u64, start: std::time::Instant) -> ClaimLog {
+    let mut rng = ChaCha8Rng::seed_from_u64(t * 104_729 + 5);
+    let mut increments = vec![0u64; COUNTERS as usize];
+    let (mut won, mut released) = (Vec::new(), Vec::new());
+    let mut holding = std::collections::HashSet::new();
+    // Every thread tries every claim, in its own order.
+    let mut claims: Vec<u64> = (0..CLAIMS).collect();
+    for i in (1..claims.len()).rev() {
+        claims.swap(i, rng.random_range(0..=i));
+    }
+    for (i, &claim) in claims.iter().enumerate() {
+        let key = CLAIM_BASE + claim;
+        match index.try_insert(key, t) {
+            Ok(()) => {
+                won.push(claim);
+                holding.insert(claim);
+            }
+            Err(owner) => assert!(owner < THREADS && owner != t, "{owner}"),
+        }
+        let c = rng.random_range(0..COUNTERS);
+        let add = |v: Option<u64>| Some(Some(v.unwrap_or(0) + 1));
+        index.fetch_update(&(COUNTER_BASE + c), add).unwrap();
+        increments[c as usize] += 1;
+        // Noise among the bulk-loaded keys: splits, merges.
+        let noise = rng.random_range(0..SHARED_KEYS * 3);
+        if rng.random_bool(0.5) {
+            index.insert(noise, noise);
+        } else {
+            index.remove(&noise);
+        }
+        if i % 3 == 2 && start.elapsed() < MAX_RUN {
+            // Release a claim tried earlier: only its
+            // holder's exchange matches.
+            let claim = claims[i - 2];
+            let mine = holding.remove(&claim);
+            let done = index
+                .compare_exchange(&(CLAIM_BASE + claim), Some(t), None)
+                .is_ok();
+            assert_eq!(done, mine, "claim {claim} by thread {t}");
+            if done {
+                released.push(claim);
+            }
+        }
+    }
+    (increments, won, released)
+}
+
+/// Runs `work(t)` for `t` in `0..THREADS` on their own threads while
+/// another thread runs maintenance passes back to back (racing the
+/// background thread's), and returns the results once all are done.
+fn with_back_to_back_passes<T: Send>(
+    index: &XIndex<u64, u64>,
+    work: impl Fn(u64) -> T + Sync,
+) -> Vec<T> {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                index.maintain_now();
+            }
+        });
+        let work = &work;
+        let handles: Vec<_> = (0..THREADS).map(|t| s.spawn(move || work(t))).collect();
+        super::join_then_stop(handles, || done.store(true, Ordering::Relaxed))
+    })
+}
+
 const COUNTERS: u64 = 48;
 const CLAIMS: u64 = 20_000;
 const COUNTER_BASE: u64 = 1 << 30;
@@ -260,68 +317,8 @@ const CLAIM_BASE: u64 = 2 << 30;
 #[test]
 fn conditional_writes_with_continuous_maintenance() {
     let index = XIndex::bulk_load((0..SHARED_KEYS).map(|k| (k * 3, k)), stress_config()).unwrap();
-    let done = AtomicBool::new(false);
     let start = std::time::Instant::now();
-    type Log = (Vec<u64>, Vec<u64>, Vec<u64>);
-    let results: Vec<Log> = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                index.maintain_now();
-            }
-        });
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let index = &index;
-                s.spawn(move || {
-                    let mut rng = ChaCha8Rng::seed_from_u64(t * 104_729 + 5);
-                    let mut increments = vec![0u64; COUNTERS as usize];
-                    let (mut won, mut released) = (Vec::new(), Vec::new());
-                    let mut holding = std::collections::HashSet::new();
-                    // Every thread tries every claim, in its own order.
-                    let mut claims: Vec<u64> = (0..CLAIMS).collect();
-                    for i in (1..claims.len()).rev() {
-                        claims.swap(i, rng.random_range(0..=i));
-                    }
-                    for (i, &claim) in claims.iter().enumerate() {
-                        let key = CLAIM_BASE + claim;
-                        match index.try_insert(key, t) {
-                            Ok(()) => {
-                                won.push(claim);
-                                holding.insert(claim);
-                            }
-                            Err(owner) => assert!(owner < THREADS && owner != t, "{owner}"),
-                        }
-                        let c = rng.random_range(0..COUNTERS);
-                        let add = |v: Option<u64>| Some(Some(v.unwrap_or(0) + 1));
-                        index.fetch_update(&(COUNTER_BASE + c), add).unwrap();
-                        increments[c as usize] += 1;
-                        // Noise among the bulk-loaded keys: splits, merges.
-                        let noise = rng.random_range(0..SHARED_KEYS * 3);
-                        if rng.random_bool(0.5) {
-                            index.insert(noise, noise);
-                        } else {
-                            index.remove(&noise);
-                        }
-                        if i % 3 == 2 && start.elapsed() < MAX_RUN {
-                            // Release a claim tried earlier: only its
-                            // holder's exchange matches.
-                            let claim = claims[i - 2];
-                            let mine = holding.remove(&claim);
-                            let done = index
-                                .compare_exchange(&(CLAIM_BASE + claim), Some(t), None)
-                                .is_ok();
-                            assert_eq!(done, mine, "claim {claim} by thread {t}");
-                            if done {
-                                released.push(claim);
-                            }
-                        }
-                    }
-                    (increments, won, released)
-                })
-            })
-            .collect();
-        super::join_then_stop(handles, || done.store(true, Ordering::Relaxed))
-    });
+    let results: Vec<ClaimLog> = with_back_to_back_passes(&index, |t| claimer(&index, t, start));
     for c in 0..COUNTERS {
         let total: u64 = results.iter().map(|(inc, _, _)| inc[c as usize]).sum();
         assert_eq!(
