@@ -292,16 +292,28 @@ impl<K: Key> Inner<K> {
         self.put_with(key, word, false)
     }
 
-    /// An insert of `key` only if it is absent: `None` if it was inserted,
-    /// else the value found (nothing written).
-    pub(crate) fn put_if_absent(&self, key: &K, word: u64) -> Option<u64> {
+    lidx_core::x86_64_v3_twin! {
+        /// An insert of `key` only if it is absent: `None` if it was
+        /// inserted, else the value found (nothing written).
+        pub(crate) fn put_if_absent(&self, key: &K, word: u64) -> Option<u64> => put_if_absent_x86_64_v3, put_if_absent_baseline, put_if_absent_portable;
+    }
+
+    /// [`put_if_absent`](Self::put_if_absent) for the build's baseline target.
+    #[inline(always)]
+    pub(crate) fn put_if_absent_portable(&self, key: &K, word: u64) -> Option<u64> {
         self.put_with(key, word, true)
     }
 
-    /// Makes `key`'s value `new` (`None`: removed) only if it is `current`
-    /// now (`None`: absent). `Ok` with the value found (`current`) if it
-    /// wrote, `Err` with the value found otherwise.
-    pub(crate) fn exchange(
+    lidx_core::x86_64_v3_twin! {
+        /// Makes `key`'s value `new` (`None`: removed) only if it is
+        /// `current` now (`None`: absent). `Ok` with the value found
+        /// (`current`) if it wrote, `Err` with the value found otherwise.
+        pub(crate) fn exchange(&self, key: &K, current: Option<u64>, new: Option<u64>) -> Result<Option<u64>, Option<u64>> => exchange_x86_64_v3, exchange_baseline, exchange_portable;
+    }
+
+    /// [`exchange`](Self::exchange) for the build's baseline target.
+    #[inline(always)]
+    pub(crate) fn exchange_portable(
         &self,
         key: &K,
         current: Option<u64>,
@@ -309,7 +321,7 @@ impl<K: Key> Inner<K> {
     ) -> Result<Option<u64>, Option<u64>> {
         if let (None, Some(word)) = (current, new) {
             // The one exchange that may create a record: the put's path.
-            return match self.put_if_absent(key, word) {
+            return match self.put_if_absent_portable(key, word) {
                 None => Ok(None),
                 found => Err(found),
             };

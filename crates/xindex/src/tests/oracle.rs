@@ -31,8 +31,8 @@ enum Op {
     Maintain,
     /// A pass as the background thread runs it: small deltas may stay.
     BackgroundPass,
-    /// An insert, remove, get or get_many through the baseline build of
-    /// the operation, where the public call takes its x86-64-v3 twin on a
+    /// An insert, remove, get, get_many, insert if absent or exchange
+    /// through the baseline build of the operation, where the public call takes its x86-64-v3 twin on a
     /// CPU with AVX2: both builds must agree on one index.
     Portable(Box<Op>),
 }
@@ -72,11 +72,44 @@ fn op(key_space: u64) -> impl Strategy<Value = Op> {
         2 => Just(Op::Maintain),
         1 => Just(Op::BackgroundPass),
         2 => point_op(key_space).prop_map(|o| Op::Portable(Box::new(o))),
+        1 => conditional_op(key_space)
+            .prop_filter("no portable build", |o| !matches!(o, Op::FetchUpdate(_)))
+            .prop_map(|o| Op::Portable(Box::new(o))),
     ]
 }
 
 fn initial(key_space: u64) -> impl Strategy<Value = BTreeMap<u64, u64>> {
     proptest::collection::btree_map(0..key_space, any::<u64>(), 0..60)
+}
+
+/// `try_insert` on the oracle: the value present (nothing written), or
+/// `None` and `v` inserted.
+fn try_insert_into(oracle: &mut BTreeMap<u64, u64>, k: u64, v: u64) -> Option<u64> {
+    let present = oracle.get(&k).copied();
+    if present.is_none() {
+        oracle.insert(k, v);
+    }
+    present
+}
+
+/// `compare_exchange` on the oracle, with `guess` as in
+/// [`Op::CompareExchange`]: the `current` value used and the result.
+fn exchange_in(
+    oracle: &mut BTreeMap<u64, u64>,
+    k: u64,
+    guess: Option<Option<u64>>,
+    new: Option<u64>,
+) -> (Option<u64>, Result<Option<u64>, Option<u64>>) {
+    let actual = oracle.get(&k).copied();
+    let current = guess.unwrap_or(actual);
+    if actual != current {
+        return (current, Err(actual));
+    }
+    match new {
+        Some(v) => oracle.insert(k, v),
+        None => oracle.remove(&k),
+    };
+    (current, Ok(actual))
 }
 
 fn run(
@@ -92,27 +125,11 @@ fn run(
             Op::Remove(k) => prop_assert_eq!(index.remove(&k), oracle.remove(&k), "{:?}", op),
             Op::Get(k) => prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op),
             Op::TryInsert(k, v) => {
-                let want = match oracle.get(&k) {
-                    Some(&present) => Err(present),
-                    None => {
-                        oracle.insert(k, v);
-                        Ok(())
-                    }
-                };
+                let want = try_insert_into(oracle, k, v).map_or(Ok(()), Err);
                 prop_assert_eq!(index.try_insert(k, v), want, "{:?}", op);
             }
             Op::CompareExchange(k, guess, new) => {
-                let actual = oracle.get(&k).copied();
-                let current = guess.unwrap_or(actual);
-                let want = if actual == current {
-                    match new {
-                        Some(v) => oracle.insert(k, v),
-                        None => oracle.remove(&k),
-                    };
-                    Ok(actual)
-                } else {
-                    Err(actual)
-                };
+                let (current, want) = exchange_in(oracle, k, guess, new);
                 prop_assert_eq!(index.compare_exchange(&k, current, new), want, "{:?}", op);
             }
             Op::FetchUpdate(k) => {
@@ -179,6 +196,15 @@ fn run(
                         inner.get_many_portable(keys, &mut got);
                         let want: Vec<Option<u64>> =
                             keys.iter().map(|k| oracle.get(k).copied()).collect();
+                        prop_assert_eq!(got, want, "{:?}", op);
+                    }
+                    Op::TryInsert(k, v) => {
+                        let want = try_insert_into(oracle, k, v);
+                        prop_assert_eq!(inner.put_if_absent_portable(&k, v), want, "{:?}", op);
+                    }
+                    Op::CompareExchange(k, guess, new) => {
+                        let (current, want) = exchange_in(oracle, k, guess, new);
+                        let got = inner.exchange_portable(&k, current, new);
                         prop_assert_eq!(got, want, "{:?}", op);
                     }
                     _ => unreachable!("generated only for single-key operations"),
