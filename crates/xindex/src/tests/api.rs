@@ -754,3 +754,37 @@ fn a_burst_into_one_group_is_split_in_one_pass() {
     }
     assert_eq!(index.len(), (loaded + burst) as usize);
 }
+
+#[test]
+fn exchanges_compare_values_by_their_word() {
+    let index = XIndex::<u64, f64>::new(Config::default()).unwrap();
+    let bits = |r: Result<Option<f64>, Option<f64>>| {
+        r.map(|v| v.map(f64::to_bits))
+            .map_err(|v| v.map(f64::to_bits))
+    };
+    assert_eq!(index.try_insert(1, f64::NAN), Ok(()));
+    // A NaN of the same bits matches; one of other bits does not.
+    let other_nan = f64::from_bits(f64::NAN.to_bits() ^ 1);
+    assert!(other_nan.is_nan());
+    assert_eq!(
+        bits(index.compare_exchange(&1, Some(other_nan), Some(2.0))),
+        Err(Some(f64::NAN.to_bits()))
+    );
+    assert_eq!(
+        bits(index.compare_exchange(&1, Some(f64::NAN), Some(0.0))),
+        Ok(Some(f64::NAN.to_bits()))
+    );
+    // 0.0 and -0.0 are different words.
+    assert_eq!(
+        index.compare_exchange(&1, Some(-0.0), Some(3.0)),
+        Err(Some(0.0))
+    );
+    assert_eq!(index.get(&1).map(f64::to_bits), Some(0.0f64.to_bits()));
+    assert_eq!(index.compare_exchange(&1, Some(0.0), None), Ok(Some(0.0)));
+    assert_eq!(index.try_insert(1, -0.0), Ok(()));
+    assert_eq!(index.get(&1).map(f64::to_bits), Some((-0.0f64).to_bits()));
+    // A declining closure stops the loop with the value it saw.
+    assert_eq!(index.fetch_update(&1, |_| None), Err(Some(-0.0)));
+    assert_eq!(index.fetch_update(&9, |_| None), Err(None));
+    assert_eq!(index.len(), 1);
+}
