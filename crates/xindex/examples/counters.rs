@@ -127,15 +127,17 @@ fn main() -> lidx_core::Result<()> {
         })
         .collect();
     let top = keys.last().copied().unwrap_or(0);
+    let fresh: Vec<u64> = (1..=(ops / 4) as u64).map(|i| top + i).collect();
+    let order = common::shuffled(&fresh);
+    // Each thread its own order: the shared shuffle, rotated.
     let claims: Vec<Vec<u64>> = (0..threads)
         .map(|t| {
-            let mut list: Vec<u64> = (1..=(ops / 4) as u64).map(|i| top + i).collect();
-            let order = common::shuffled(&list);
-            list.clear();
-            // Each thread its own order: rotate the shared shuffle.
             let shift = t * order.len() / threads;
-            list.extend(order[shift..].iter().chain(&order[..shift]));
-            list
+            order[shift..]
+                .iter()
+                .chain(&order[..shift])
+                .copied()
+                .collect()
         })
         .collect();
     let mut rows: [(Vec<f64>, Vec<f64>); 2] = Default::default();
