@@ -277,12 +277,14 @@ impl<K: Key, V: Value> XIndex<K, V> {
             .map_err(back)
     }
 
-    /// Updates `key` with `f` in a loop of [`compare_exchange`](Self::compare_exchange),
-    /// as [`AtomicU64::fetch_update`](std::sync::atomic::AtomicU64::fetch_update)
+    /// Updates `key` with `f` in a loop of a read and a
+    /// [`compare_exchange`](Self::compare_exchange), as
+    /// [`AtomicU64::fetch_update`](std::sync::atomic::AtomicU64::fetch_update)
     /// does: `f` gets the current value (`None`: absent) and returns the
     /// new one (`Some(None)` removes the key) or `None` to stop. Returns
     /// `Ok` with the value `f` replaced, or `Err` with the value `f`
-    /// declined. `f` may run more than once when writers race.
+    /// declined. `f` may run more than once when writers race. Each
+    /// attempt's read and exchange share one route to the key's group.
     ///
     /// ```
     /// # use lidx_xindex::{Config, XIndex};
@@ -303,14 +305,12 @@ impl<K: Key, V: Value> XIndex<K, V> {
         key: &K,
         mut f: impl FnMut(Option<V>) -> Option<Option<V>>,
     ) -> Result<Option<V>, Option<V>> {
-        let mut seen = self.get(key);
-        while let Some(new) = f(seen) {
-            match self.compare_exchange(key, seen, new) {
-                Ok(previous) => return Ok(previous),
-                Err(found) => seen = found,
-            }
-        }
-        Err(seen)
+        let back = |w: Option<u64>| w.map(V::from_word);
+        let mut on_words = |w: Option<u64>| f(back(w)).map(|new: Option<V>| new.map(V::to_word));
+        self.inner
+            .update(key, &mut on_words)
+            .map(back)
+            .map_err(back)
     }
 
     /// Live keys (exact when no operation is in flight).

@@ -330,8 +330,20 @@ impl<K: Key> Inner<K> {
         // the remove's path, which never waits.
         let guard = self.reclaimer.pin();
         let group = self.root(&guard).route(key, &guard);
+        self.exchange_existing(group, key, current, new)
+    }
+
+    /// An exchange that inserts nothing (`current` is a value, or `new` is
+    /// `None`) on `group`, routed to inside the caller's pin.
+    #[inline(always)]
+    fn exchange_existing(
+        &self,
+        group: &Group<K>,
+        key: &K,
+        current: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<Option<u64>, Option<u64>> {
         let found = try_write_existing(group, key, Write::Exchange { current, new });
-        drop(guard);
         if found != current {
             return Err(found);
         }
@@ -339,6 +351,52 @@ impl<K: Key> Inner<K> {
             self.len.removed();
         }
         Ok(found)
+    }
+
+    lidx_core::x86_64_v3_twin! {
+        /// `fetch_update` on words: `f` maps the value found (`None`:
+        /// absent) to the new one (`Some(None)` removes) or declines
+        /// (`None`); `Ok` with the value replaced, `Err` with the value
+        /// declined.
+        pub(crate) fn update(&self, key: &K, f: &mut dyn FnMut(Option<u64>) -> Option<Option<u64>>) -> Result<Option<u64>, Option<u64>> => update_x86_64_v3, update_baseline, update_portable;
+    }
+
+    /// [`update`](Self::update) for the build's baseline target. The read
+    /// and the exchange share one pin and one route (a `get` and a
+    /// `compare_exchange` would each route again), except when `f` turns
+    /// an absent key into a value: that insert takes the put's path,
+    /// unpinned, as `exchange` does.
+    #[inline(always)]
+    pub(crate) fn update_portable(
+        &self,
+        key: &K,
+        f: &mut dyn FnMut(Option<u64>) -> Option<Option<u64>>,
+    ) -> Result<Option<u64>, Option<u64>> {
+        // The value a failed attempt found, for the next call of `f`.
+        let mut found: Option<Option<u64>> = None;
+        loop {
+            let guard = self.reclaimer.pin();
+            let group = self.root(&guard).route(key, &guard);
+            let current = found.unwrap_or_else(|| read_in_group(group, key));
+            let Some(new) = f(current) else {
+                return Err(current);
+            };
+            let result = match (current, new) {
+                (None, Some(word)) => {
+                    // Unpinned first: the put's path may wait for a barrier.
+                    drop(guard);
+                    match self.put_if_absent_portable(key, word) {
+                        None => Ok(None),
+                        present => Err(present),
+                    }
+                }
+                _ => self.exchange_existing(group, key, current, new),
+            };
+            match result {
+                Ok(replaced) => return Ok(replaced),
+                Err(now) => found = Some(now),
+            }
+        }
     }
 
     /// [`put`](Self::put), or with `if_absent` [`put_if_absent`](Self::put_if_absent).
