@@ -381,16 +381,12 @@ impl<K: Key> Inner<K> {
             let Some(new) = f(current) else {
                 return Err(current);
             };
-            let result = match (current, new) {
-                (None, Some(word)) => {
-                    // Unpinned first: the put's path may wait for a barrier.
-                    drop(guard);
-                    match self.put_if_absent_portable(key, word) {
-                        None => Ok(None),
-                        present => Err(present),
-                    }
-                }
-                _ => self.exchange_existing(group, key, current, new),
+            let result = if current.is_none() && new.is_some() {
+                // Unpinned first: the put's path may wait for a barrier.
+                drop(guard);
+                self.exchange_portable(key, current, new)
+            } else {
+                self.exchange_existing(group, key, current, new)
             };
             match result {
                 Ok(replaced) => return Ok(replaced),
