@@ -229,6 +229,16 @@ impl<K: Key> Delta<K> {
         self.first_from(Bound::Excluded(&record.key))
     }
 
+    /// Last record whose key is inside `bound` (an upper bound).
+    pub(crate) fn last_within(&self, bound: Bound<&K>) -> Option<&DeltaRecord<K>> {
+        self.tree.last_within(bound)
+    }
+
+    /// The record before `record` in key order.
+    pub(crate) fn prev_before(&self, record: &DeltaRecord<K>) -> Option<&DeltaRecord<K>> {
+        self.last_within(Bound::Excluded(&record.key))
+    }
+
     /// Every record in key order, read as
     /// [`for_each_record`](Self::for_each_record) reads them.
     #[cfg(all(test, not(xindex_loom)))]

@@ -590,6 +590,84 @@ impl<K: Key> DeltaTree<K> {
         }
     }
 
+    /// The last record whose key lies inside `upper` (and below it): one
+    /// descent, like [`first_from`](Self::first_from), but leaves have no
+    /// left links, so it goes down towards the largest key inside `upper`
+    /// instead of to the leaf covering the bound.
+    ///
+    /// Why one descent finds it: nothing is removed, so the smallest key
+    /// under `children[i + 1]` stays `keys[i]`. A descent that took a
+    /// child other than the leftmost somewhere did so because that
+    /// separator was inside `upper`, so the leaf it reaches holds a key
+    /// inside `upper`; only the tree's leftmost leaf can hold none, and
+    /// then no record is inside `upper`.
+    pub(crate) fn last_within(&self, upper: Bound<&K>) -> Option<&DeltaRecord<K>> {
+        let (sought, inclusive) = match upper {
+            Bound::Included(k) => (Some(Sought::new(k)), true),
+            Bound::Excluded(k) => (Some(Sought::new(k)), false),
+            Bound::Unbounded => (None, false),
+        };
+        let sought = sought.as_ref();
+        // Entries of `node` inside `upper`; `None` when a torn read left a
+        // hole.
+        let inside = |node: &Node<K>| match sought {
+            Some(sought) => node.count_below(sought, inclusive),
+            None => Some(node.len()),
+        };
+        'restart: loop {
+            let (mut node, mut v) = self.root_snapshot()?;
+            let mut leftmost = true;
+            while !node.is_leaf() {
+                let Some(i) = inside(node) else {
+                    continue 'restart;
+                };
+                let Some(child) = node.child(i) else {
+                    continue 'restart;
+                };
+                let cv = child.wait_version();
+                if !node.validate(v) {
+                    continue 'restart;
+                }
+                leftmost &= i == 0;
+                (node, v) = (child, cv);
+            }
+            let Some(at) = inside(node) else {
+                continue 'restart;
+            };
+            let record = at.checked_sub(1).map(|i| node.key_record(i));
+            if !node.validate(v) {
+                continue 'restart;
+            }
+            return match record {
+                Some(Some(record)) => Some(record),
+                // A validated leaf has no holes below its length.
+                Some(None) => continue 'restart,
+                None if leftmost => None,
+                None => self.last_within_by_walk(upper),
+            };
+        }
+    }
+
+    /// [`last_within`](Self::last_within) by reading every leaf: only if
+    /// the separator invariant it relies on were broken (a bug), so that
+    /// such a bug costs time instead of a record.
+    #[cold]
+    fn last_within_by_walk(&self, upper: Bound<&K>) -> Option<&DeltaRecord<K>> {
+        debug_assert!(false, "a non-leftmost leaf held no key inside the bound");
+        let mut last = None;
+        self.for_each_leaf(None, |leaf| {
+            let inside = leaf.partition_point(|r| match upper {
+                Bound::Included(k) => r.key() <= k,
+                Bound::Excluded(k) => r.key() < k,
+                Bound::Unbounded => true,
+            });
+            if inside > 0 {
+                last = Some(leaf[inside - 1]);
+            }
+        });
+        last
+    }
+
     /// Every record in key order, read as
     /// [`for_each_record`](Self::for_each_record) reads them.
     #[cfg(test)]
@@ -1115,6 +1193,8 @@ mod tests {
         assert!(tree.get(&0).is_none());
         assert!(tree.first_from(Bound::Unbounded).is_none());
         assert!(tree.first_from(Bound::Included(&u64::MAX)).is_none());
+        assert!(tree.last_within(Bound::Unbounded).is_none());
+        assert!(tree.last_within(Bound::Included(&0)).is_none());
         assert!(tree.records().is_empty());
         assert_eq!(check_structure(&tree), 0);
     }
@@ -1145,6 +1225,16 @@ mod tests {
             for &k in &expect {
                 assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
             }
+            // Walking down by predecessors visits every key, across every
+            // leaf boundary of a tree 3 to 5 levels deep.
+            let mut down = Vec::new();
+            let mut upper = Bound::Unbounded;
+            while let Some(r) = tree.last_within(upper) {
+                down.push(*r.key());
+                upper = Bound::Excluded(r.key());
+            }
+            down.reverse();
+            assert_eq!(down, expect);
         }
     }
 
@@ -1320,6 +1410,10 @@ mod tests {
                         let above: Vec<u64> =
                             tree.records_above(&k).iter().map(|r| *r.key()).collect();
                         prop_assert_eq!(above, oracle.range(k + 1..).copied().collect::<Vec<_>>());
+                        let got = tree.last_within(Bound::Included(&k)).map(|r| *r.key());
+                        prop_assert_eq!(got, oracle.range(..=k).next_back().copied());
+                        let got = tree.last_within(Bound::Excluded(&k)).map(|r| *r.key());
+                        prop_assert_eq!(got, oracle.range(..k).next_back().copied());
                     }
                 }
             }
@@ -1327,6 +1421,10 @@ mod tests {
             prop_assert_eq!(
                 tree.first_from(Bound::Unbounded).map(|r| *r.key()),
                 oracle.first().copied()
+            );
+            prop_assert_eq!(
+                tree.last_within(Bound::Unbounded).map(|r| *r.key()),
+                oracle.last().copied()
             );
             check_structure(&tree);
         }
@@ -1376,6 +1474,10 @@ mod tests {
                             .cloned()
                             .collect();
                         prop_assert_eq!(above, want);
+                        let got = tree.last_within(Bound::Included(&k)).map(|r| r.key().clone());
+                        prop_assert_eq!(got, oracle.range(..=k.clone()).next_back().cloned());
+                        let got = tree.last_within(Bound::Excluded(&k)).map(|r| r.key().clone());
+                        prop_assert_eq!(got, oracle.range(..k.clone()).next_back().cloned());
                     }
                 }
             }
@@ -1610,6 +1712,14 @@ mod tests {
                     assert_eq!(tree.get(&k).map(|r| *r.key()), Some(k));
                     let next = tree.first_from(Bound::Excluded(&k)).map(|r| *r.key());
                     assert!(next.is_none_or(|n| n > k));
+                    // Keys are never removed: the predecessor of `k + 1`
+                    // is `k`, and of `k` some smaller key, however the
+                    // leaves split meanwhile.
+                    let at = tree.last_within(Bound::Included(&k)).map(|r| *r.key());
+                    assert_eq!(at, Some(k));
+                    let below = tree.last_within(Bound::Excluded(&k)).map(|r| *r.key());
+                    assert!(below.is_none_or(|b| b < k));
+                    assert!(below.is_some() || k == snapshot[0]);
                 }
             },
         );

@@ -26,8 +26,14 @@ use crate::stats::{GroupStats, Stats};
 use crate::submodels::{SubModel, settled_ranges};
 use crate::value::Value;
 
-/// Records fetched per epoch pin by range iterators.
+/// Most records a range iterator fetches per epoch pin.
 const RANGE_BATCH: usize = 64;
+
+/// Records a range iterator's first fetch from either end takes; each
+/// further fetch from that end takes twice as many, up to
+/// [`RANGE_BATCH`]. So `range(..=k).next_back()` (a predecessor query)
+/// or `range(k..).next()` reads a few records, not a batch.
+const RANGE_FIRST_BATCH: usize = 4;
 
 /// Records [`XIndex::scan`] collects under one epoch pin: its caller's
 /// buffer is filled in one call, so the batch only bounds how long one pin
@@ -349,13 +355,34 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// Records with keys in `range`, in key order, fetched in small
     /// batches (no epoch pin is held between calls to `next`, so a slow
     /// consumer never delays maintenance). Same consistency as [`scan`](Self::scan).
+    ///
+    /// Double-ended, like `BTreeMap::range`: `next_back` walks down from
+    /// the range's end, so `range(..=k).next_back()` is the last record at
+    /// or below `k` (a predecessor query) and `range(..).rev()` iterates in
+    /// descending order. Both ends together return each key at most once.
+    /// Unlike `BTreeMap::range`, a range whose start is above its end is
+    /// empty instead of a panic.
     pub fn range<R: RangeBounds<K>>(&self, range: R) -> Range<'_, K, V> {
         Range {
             index: self,
-            lower: Some(range.start_bound().cloned()),
+            lower: range.start_bound().cloned(),
             upper: range.end_bound().cloned(),
-            buffer: VecDeque::new(),
+            exhausted: false,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            front_batch: RANGE_FIRST_BATCH,
+            back_batch: RANGE_FIRST_BATCH,
         }
+    }
+
+    /// The record with the smallest key, if any (`range(..).next()`).
+    pub fn first_key_value(&self) -> Option<(K, V)> {
+        self.range(..).next()
+    }
+
+    /// The record with the largest key, if any (`range(..).next_back()`).
+    pub fn last_key_value(&self) -> Option<(K, V)> {
+        self.range(..).next_back()
     }
 
     /// Runs one maintenance pass now, on the calling thread (serialised
@@ -561,27 +588,68 @@ impl Worker {
 }
 
 /// Iterator over a key range of an [`XIndex`]; see [`XIndex::range`].
+///
+/// Each end fetches batches under its own epoch pin and narrows the range
+/// past what it fetched, so the two ends never fetch the same key; once a
+/// fetch finds the remaining range empty, both ends drain what the other
+/// fetched.
 pub struct Range<'a, K: Key, V: Value> {
     index: &'a XIndex<K, V>,
-    /// Where the next batch starts; `None` once the range is exhausted.
-    lower: Option<Bound<K>>,
+    /// Below every key still to fetch: the range's start, then just past
+    /// the last key the front fetched.
+    lower: Bound<K>,
+    /// Above every key still to fetch: the range's end, then just below
+    /// the last key the back fetched.
     upper: Bound<K>,
-    buffer: VecDeque<(K, V)>,
+    /// Whether a fetch found nothing left between `lower` and `upper`.
+    exhausted: bool,
+    /// Fetched from the front, ascending.
+    front: VecDeque<(K, V)>,
+    /// Fetched from the back, descending.
+    back: VecDeque<(K, V)>,
+    front_batch: usize,
+    back_batch: usize,
 }
 
 impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
     type Item = (K, V);
 
     fn next(&mut self) -> Option<(K, V)> {
-        if self.buffer.is_empty() {
-            let lower = self.lower.take()?;
-            let mut batch = Vec::with_capacity(RANGE_BATCH);
-            self.lower = self
-                .index
-                .inner
-                .collect(lower, &self.upper, RANGE_BATCH, &mut batch);
-            self.buffer.extend(batch);
+        if self.front.is_empty() && !self.exhausted {
+            let mut batch = Vec::with_capacity(self.front_batch);
+            match self.index.inner.collect(
+                self.lower.clone(),
+                &self.upper,
+                self.front_batch,
+                &mut batch,
+            ) {
+                Some(resume) => self.lower = resume,
+                None => self.exhausted = true,
+            }
+            self.front.extend(batch);
+            self.front_batch = (self.front_batch * 2).min(RANGE_BATCH);
         }
-        self.buffer.pop_front()
+        // Past the front's last fetch, the rest is what the back fetched.
+        self.front.pop_front().or_else(|| self.back.pop_back())
+    }
+}
+
+impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
+    fn next_back(&mut self) -> Option<(K, V)> {
+        if self.back.is_empty() && !self.exhausted {
+            let mut batch = Vec::with_capacity(self.back_batch);
+            match self.index.inner.collect_rev(
+                &self.lower,
+                self.upper.clone(),
+                self.back_batch,
+                &mut batch,
+            ) {
+                Some(resume) => self.upper = resume,
+                None => self.exhausted = true,
+            }
+            self.back.extend(batch);
+            self.back_batch = (self.back_batch * 2).min(RANGE_BATCH);
+        }
+        self.back.pop_front().or_else(|| self.front.pop_back())
     }
 }

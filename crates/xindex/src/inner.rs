@@ -604,6 +604,104 @@ impl<K: Key> Inner<K> {
     }
 }
 
+impl<K: Key> Inner<K> {
+    /// [`collect`](Self::collect) backwards: appends up to `limit` live
+    /// records with keys inside `upper` and `lower`, in descending key
+    /// order. Returns the upper bound to resume from, or `None` when the
+    /// range is exhausted.
+    ///
+    /// Group by group from the one holding the range's largest keys
+    /// ([`Root::route_within`]), each merged backwards from its array (and
+    /// tail), `buf` and `tmp_buf` as `collect` merges forwards, with the
+    /// same rule for a key in two places; then the group below the
+    /// group's pivot. A group's pivot is its lower end and is read with
+    /// it, so every key present throughout the call lies in one of the
+    /// groups visited, as for `collect`.
+    pub(crate) fn collect_rev<V: Value>(
+        &self,
+        lower: &Bound<K>,
+        upper: Bound<K>,
+        limit: usize,
+        out: &mut Vec<(K, V)>,
+    ) -> Option<Bound<K>> {
+        if limit == 0 {
+            return Some(upper);
+        }
+        let guard = self.reclaimer.pin();
+        let root = self.root(&guard);
+        let mut upper = upper;
+        let mut taken = 0usize;
+        loop {
+            let group = root.route_within(&upper, &guard);
+            group.prefetch_delta();
+            let inside = |k: &K| {
+                above_lower(k, lower) && group.pivot.as_ref().is_none_or(|pivot| k >= pivot)
+            };
+            let upper_ref = bound_ref(&upper);
+            let records = &group.records;
+            let (array_len, tail_len) = group.lengths();
+            // Records `0..at` of the array-then-tail order lie inside
+            // `upper`: the first index outside it.
+            let mut at = match upper_ref {
+                Bound::Unbounded => array_len + tail_len,
+                Bound::Included(k) => group.first_index(Bound::Excluded(k), tail_len, 1),
+                Bound::Excluded(k) => group.first_index(Bound::Included(k), tail_len, 1),
+            };
+            let mut buf = group.buf.last_within(upper_ref);
+            let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
+            loop {
+                let array_key = at
+                    .checked_sub(1)
+                    .and_then(|i| records.key_at(i))
+                    .filter(|k| inside(k));
+                let buf_key = buf.map(|e| e.key()).filter(|k| inside(k));
+                let tmp_key = tmp.map(|e| e.key()).filter(|k| inside(k));
+                let Some(largest) = [array_key, buf_key, tmp_key].into_iter().flatten().max()
+                else {
+                    break;
+                };
+                // As in `collect`: the first live copy in get's order.
+                let mut value = None;
+                if array_key == Some(largest) {
+                    at -= 1;
+                    value = records.cell_at(at).read();
+                }
+                if buf_key == Some(largest) {
+                    let entry = buf.take().expect("buf head exists");
+                    if value.is_none() {
+                        value = entry.value().read();
+                    }
+                    buf = group.buf.prev_before(entry);
+                }
+                if tmp_key == Some(largest) {
+                    let entry = tmp.take().expect("tmp head exists");
+                    if value.is_none() {
+                        value = entry.value().read();
+                    }
+                    tmp = group.tmp().and_then(|t| t.prev_before(entry));
+                }
+                if let Some(word) = value {
+                    out.push((largest.clone(), V::from_word(word)));
+                    taken += 1;
+                    if taken == limit {
+                        return Some(Bound::Excluded(largest.clone()));
+                    }
+                }
+            }
+            // On to the group below the pivot, if the range goes below it
+            // (and, defensively, only if that tightens the bound, so the
+            // loop ends whatever the groups say).
+            match &group.pivot {
+                Some(pivot) if below_lower_end(pivot, lower) && below_upper(pivot, &upper) => {
+                    upper = Bound::Excluded(pivot.clone());
+                }
+                // The leftmost group, or the range ends in this one.
+                _ => return None,
+            }
+        }
+    }
+}
+
 /// Appends the live records `at..end` of a sorted array (`keys` and their
 /// `cells`) to `out`, in order, with one seqlock round per block. Out of
 /// line: a scan's time is this loop, and in its own function it keeps its
@@ -828,6 +926,23 @@ fn bound_ref<K>(bound: &Bound<K>) -> Bound<&K> {
         Bound::Included(k) => Bound::Included(k),
         Bound::Excluded(k) => Bound::Excluded(k),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether `key` lies inside the lower bound `lower`.
+fn above_lower<K: Ord>(key: &K, lower: &Bound<K>) -> bool {
+    match lower {
+        Bound::Included(l) => key >= l,
+        Bound::Excluded(l) => key > l,
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether keys below `key` may lie inside the lower bound `lower`.
+fn below_lower_end<K: Ord>(key: &K, lower: &Bound<K>) -> bool {
+    match lower {
+        Bound::Included(l) | Bound::Excluded(l) => key > l,
+        Bound::Unbounded => true,
     }
 }
 

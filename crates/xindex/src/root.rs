@@ -8,6 +8,7 @@
 //! root update builds a new root from the current chain of groups and
 //! swaps the global pointer. Slots merged away hold null and are skipped.
 
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use crossbeam_epoch::{Atomic, Guard, Shared};
@@ -558,6 +559,45 @@ impl<K: Key> Root<K> {
     /// The leftmost group and the upper end of its key range.
     pub(crate) fn route_first<'g>(&'g self, guard: &'g Guard) -> (&'g Group<K>, Option<&'g K>) {
         self.locate(0, None, guard)
+    }
+
+    /// The group responsible for the largest keys inside the upper bound
+    /// `upper`: for `Included(k)` the group of `k`; for `Excluded(k)` the
+    /// group whose range ends at or above `k` and starts below it; for
+    /// `Unbounded` the last group. Its lower end is its own `pivot`, read
+    /// with it, so a reverse scan needs no second read like
+    /// [`locate`](Self::locate)'s upper end.
+    pub(crate) fn route_within<'g>(&'g self, upper: &Bound<K>, guard: &'g Guard) -> &'g Group<K> {
+        let key = match upper {
+            Bound::Included(k) => return self.route(k, guard),
+            Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut slot = match key {
+            Some(k) => self.slot_of(k, guard),
+            None => self.pivots.len(),
+        };
+        let below = |group: &Group<K>| match (&group.pivot, key) {
+            (Some(p), Some(k)) => p < k,
+            _ => true,
+        };
+        let mut group = loop {
+            let (found, group) = self.slot_group(slot, guard);
+            // A group starting at `k` holds nothing below it: the one
+            // before it does. Slot 0's group has no pivot, so this stops.
+            if below(group) || found == 0 {
+                break group;
+            }
+            slot = found - 1;
+        };
+        // SAFETY: as in `route_from`.
+        while let Some(next) = unsafe { group.next.load(Ordering::Acquire, guard).as_ref() } {
+            if !below(next) {
+                break;
+            }
+            group = next;
+        }
+        group
     }
 
     /// From the predicted slot: back over merged-away slots, then along

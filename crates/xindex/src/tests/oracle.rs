@@ -28,6 +28,13 @@ enum Op {
     GetMany(Vec<u64>),
     Scan(u64, usize),
     Range(u64, u64),
+    /// `range(lower..upper)` (each bound's kind chosen by a number: 0
+    /// included, 1 excluded, 2 unbounded) consumed from both ends, `true`
+    /// taking from the back, until the pattern ends (then the rest, from
+    /// the back).
+    TwoEnded((u64, u8), (u64, u8), Vec<bool>),
+    /// The last record at or below, and below, a key.
+    Predecessor(u64),
     Maintain,
     /// A pass as the background thread runs it: small deltas may stay.
     BackgroundPass,
@@ -69,11 +76,48 @@ fn op(key_space: u64) -> impl Strategy<Value = Op> {
         3 => conditional_op(key_space),
         1 => (0..key_space, 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
         1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
+        1 => two_ended(key_space),
+        1 => (0..key_space + 2).prop_map(Op::Predecessor),
         2 => Just(Op::Maintain),
         1 => Just(Op::BackgroundPass),
         2 => point_op(key_space).prop_map(|o| Op::Portable(Box::new(o))),
         1 => conditional_op(key_space).prop_map(|o| Op::Portable(Box::new(o))),
     ]
+}
+
+/// A [`Op::TwoEnded`]: bounds of any kind, in either order (a start above
+/// the end must give an empty range, not a panic).
+fn two_ended(key_space: u64) -> impl Strategy<Value = Op> {
+    let bound = (0..key_space + 2, 0u8..3);
+    (
+        bound.clone(),
+        bound,
+        proptest::collection::vec(any::<bool>(), 0..30),
+    )
+        .prop_map(|(a, b, pattern)| Op::TwoEnded(a, b, pattern))
+}
+
+/// A bound of the kind [`Op::TwoEnded`] numbers.
+fn bound_of((key, kind): (u64, u8)) -> Bound<u64> {
+    match kind {
+        0 => Bound::Included(key),
+        1 => Bound::Excluded(key),
+        _ => Bound::Unbounded,
+    }
+}
+
+/// What taking from the ends of `iter` in `pattern`'s order (`true`:
+/// the back), then from the back until both meet, returns.
+fn two_ended_take(
+    mut iter: impl DoubleEndedIterator<Item = (u64, u64)>,
+    pattern: &[bool],
+) -> Vec<Option<(u64, u64)>> {
+    let mut taken: Vec<Option<(u64, u64)>> = pattern
+        .iter()
+        .map(|&back| if back { iter.next_back() } else { iter.next() })
+        .collect();
+    taken.extend(iter.rev().map(Some));
+    taken
 }
 
 fn initial(key_space: u64) -> impl Strategy<Value = BTreeMap<u64, u64>> {
@@ -181,6 +225,33 @@ fn run(
                     .collect();
                 prop_assert_eq!(got, want, "{:?}", op);
             }
+            Op::TwoEnded(a, b, ref pattern) => {
+                let (lower, upper) = (bound_of(a), bound_of(b));
+                let got = two_ended_take(index.range((lower, upper)), pattern);
+                // `BTreeMap::range` panics where the start is above the
+                // end (or both exclude one key); those ranges are empty.
+                let empty = match (lower, upper) {
+                    (Bound::Included(l), Bound::Included(u)) => l > u,
+                    (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+                    | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
+                    _ => false,
+                };
+                let want = if empty {
+                    two_ended_take(std::iter::empty(), pattern)
+                } else {
+                    two_ended_take(
+                        oracle.range((lower, upper)).map(|(a, b)| (*a, *b)),
+                        pattern,
+                    )
+                };
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Predecessor(k) => {
+                let want = oracle.range(..=k).next_back().map(|(a, b)| (*a, *b));
+                prop_assert_eq!(index.range(..=k).next_back(), want, "{:?}", op);
+                let want = oracle.range(..k).next_back().map(|(a, b)| (*a, *b));
+                prop_assert_eq!(index.range(..k).next_back(), want, "{:?}", op);
+            }
             Op::Maintain => {
                 index.maintain_now();
             }
@@ -233,6 +304,13 @@ fn check_final(index: &XIndex<u64, u64>, oracle: &BTreeMap<u64, u64>) -> Result<
     let all: Vec<(u64, u64)> = index.range(..).collect();
     let want: Vec<(u64, u64)> = oracle.iter().map(|(a, b)| (*a, *b)).collect();
     prop_assert_eq!(&all, &want);
+    let mut down: Vec<(u64, u64)> = index.range(..).rev().collect();
+    down.reverse();
+    prop_assert_eq!(&down, &want);
+    prop_assert_eq!(
+        (index.first_key_value(), index.last_key_value()),
+        (want.first().copied(), want.last().copied())
+    );
     settle(index);
     let all: Vec<(u64, u64)> = index.range(..).collect();
     prop_assert_eq!(all, want);
