@@ -23,6 +23,21 @@ fn stepper(index: &XIndex<u64, u64>) -> (Receiver<Phase>, Sender<()>) {
     (phase_rx, go_tx)
 }
 
+/// Lets a stepped pass run to its end if the test thread panics, so that
+/// a failed check fails the test instead of leaving the scope waiting
+/// for the pass forever.
+struct ReleaseOnPanic<'a>(&'a Sender<()>);
+
+impl Drop for ReleaseOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for _ in 0..8 {
+                let _ = self.0.send(());
+            }
+        }
+    }
+}
+
 fn index_needing_compaction() -> XIndex<u64, u64> {
     let config = Config {
         maintenance_interval: None,
@@ -281,4 +296,85 @@ fn conditional_writes_hold_in_every_phase_of_a_compaction() {
         // Once more after every delta is merged.
         while index.maintain_now() {}
     }
+}
+
+/// Ranges read forwards, backwards and from both ends at every phase of a
+/// compaction, while writes land in the frozen delta, `tmp_buf` and
+/// through the new group's pointers, and one key is removed in the frozen
+/// delta but live again in `tmp_buf` (two copies: the live one counts,
+/// once).
+#[test]
+fn ranges_in_both_directions_agree_in_every_phase_of_a_compaction() {
+    let index = index_needing_compaction();
+    index.insert(2000, 2);
+    assert_eq!(index.remove(&2000), Some(2));
+    let mut oracle: std::collections::BTreeMap<u64, u64> =
+        (0..32u64).map(|k| (k, k)).chain([(1000, 1)]).collect();
+    let check = |oracle: &std::collections::BTreeMap<u64, u64>, when: &str| {
+        let want: Vec<(u64, u64)> = oracle.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(index.range(..).collect::<Vec<_>>(), want, "{when}: forwards");
+        let mut down: Vec<(u64, u64)> = index.range(..).rev().collect();
+        down.reverse();
+        assert_eq!(down, want, "{when}: backwards");
+        // Alternating ends meet without a repeat or a gap.
+        let mut range = index.range(..);
+        let (mut low, mut high) = (Vec::new(), Vec::new());
+        loop {
+            match range.next() {
+                Some(x) => low.push(x),
+                None => break,
+            }
+            match range.next_back() {
+                Some(x) => high.push(x),
+                None => break,
+            }
+        }
+        low.extend(high.into_iter().rev());
+        assert_eq!(low, want, "{when}: both ends");
+        for probe in [0, 5, 6, 31, 32, 999, 1000, 1001, 2000, 2001, 3000, u64::MAX] {
+            let want = oracle.range(..=probe).next_back().map(|(k, v)| (*k, *v));
+            assert_eq!(index.range(..=probe).next_back(), want, "{when}: <= {probe}");
+            let want = oracle.range(..probe).next_back().map(|(k, v)| (*k, *v));
+            assert_eq!(index.range(..probe).next_back(), want, "{when}: < {probe}");
+        }
+    };
+    let (phases, go) = stepper(&index);
+    std::thread::scope(|s| {
+        let pass = s.spawn(|| index.maintain_now());
+        let _release = ReleaseOnPanic(&go);
+        assert_eq!(phases.recv().unwrap(), Phase::Frozen);
+        check(&oracle, "frozen");
+        assert_eq!(index.insert(1000, 3), Some(1));
+        oracle.insert(1000, 3);
+        check(&oracle, "frozen, updated");
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Merged);
+        check(&oracle, "merged");
+        // Removed in the frozen delta, live in `tmp_buf`.
+        assert_eq!(index.insert(2000, 20), None);
+        assert_eq!(index.insert(3000, 30), None);
+        assert_eq!(index.remove(&4), Some(4));
+        oracle.extend([(2000, 20), (3000, 30)]);
+        oracle.remove(&4);
+        check(&oracle, "merged, tmp_buf written");
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Installed);
+        check(&oracle, "installed");
+        // Through the new group's pointers, and into its delta.
+        assert_eq!(index.remove(&6), Some(6));
+        assert_eq!(index.insert(7, 70), Some(7));
+        assert_eq!(index.insert(2500, 25), None);
+        oracle.remove(&6);
+        oracle.extend([(7, 70), (2500, 25)]);
+        check(&oracle, "installed, written");
+        go.send(()).unwrap();
+        assert_eq!(phases.recv().unwrap(), Phase::Copied);
+        check(&oracle, "copied");
+        go.send(()).unwrap();
+        assert!(pass.join().unwrap());
+    });
+    index.inner().hooks.set(None);
+    check(&oracle, "after the pass");
+    while index.maintain_now() {}
+    check(&oracle, "every delta merged");
 }
