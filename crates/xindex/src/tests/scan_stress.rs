@@ -1,5 +1,6 @@
-//! Scans while writers update values in place, remove and re-insert keys,
-//! and maintenance compacts, splits and merges: every scan must come back
+//! Scans, forwards and backwards, while writers update values in place,
+//! remove and re-insert keys, insert new ones between them, and
+//! maintenance compacts, splits and merges: every scan must come back
 //! sorted, without duplicates, with each value one that was written for
 //! its key, and with every key that no writer ever removes.
 
@@ -11,7 +12,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::{Config, XIndex};
 
-/// Keys `0..KEYS` step 2; those divisible by 4 are never removed.
+/// Keys `0..KEYS` step 2 are bulk-loaded, the rest written by the
+/// writers; those divisible by 4 are never removed.
 const KEYS: u64 = 4_000;
 const RUN: Duration = Duration::from_millis(600);
 
@@ -43,9 +45,18 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                 let mut rng = ChaCha8Rng::seed_from_u64(thread);
                 let mut version = 1;
                 while !stop.load(Ordering::Relaxed) {
-                    let key = rng.random_range(0..KEYS / 2) * 2;
+                    // Even keys are bulk-loaded (array records); odd ones
+                    // go to deltas, so compactions have work and scans
+                    // meet frozen deltas and `tmp_buf`s.
+                    let key = rng.random_range(0..KEYS);
                     version += 1;
-                    if key % 4 == 2 && rng.random_bool(0.3) {
+                    if version % 256 == 0 {
+                        // Four busy threads share two cores here: leave
+                        // the maintenance thread a turn, so that passes
+                        // finish while the scans run.
+                        std::thread::yield_now();
+                    }
+                    if key % 4 != 0 && rng.random_bool(0.3) {
                         index.remove(&key);
                     } else {
                         index.insert(key, value_for(key, version));
@@ -53,7 +64,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                 }
             });
         }
-        let reader = s.spawn(|| {
+        let forwards = s.spawn(|| {
             let mut rng = ChaCha8Rng::seed_from_u64(99);
             let (mut scans, mut out) = (0u64, Vec::new());
             let start = Instant::now();
@@ -65,7 +76,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                 assert!(out.len() <= n);
                 assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "unsorted: {out:?}");
                 for &(k, v) in &out {
-                    assert!(k >= from && k % 2 == 0, "key {k} from {from}");
+                    assert!(k >= from, "key {k} from {from}");
                     assert_eq!(v & 0xffff_ffff, k, "value {v:#x} beside key {k}");
                 }
                 // Keys divisible by 4 are always present: none may be skipped.
@@ -83,16 +94,63 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
             }
             scans
         });
-        super::join_then_stop(vec![reader], || stop.store(true, Ordering::Relaxed))[0]
+        // Descending ranges down from a key, and ranges taken from both
+        // ends at once: the same checks, mirrored.
+        let backwards = s.spawn(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(98);
+            let mut scans = 0u64;
+            let start = Instant::now();
+            while start.elapsed() < RUN {
+                let to = rng.random_range(0..KEYS + 8);
+                let n = rng.random_range(1..200);
+                // `down`, and the lowest key of the span it covers.
+                let (mut down, covered): (Vec<(u64, u64)>, u64) = if rng.random_bool(0.5) {
+                    let down: Vec<(u64, u64)> = index.range(..=to).rev().take(n).collect();
+                    let covered = if down.len() == n { down[n - 1].0 } else { 0 };
+                    (down, covered)
+                } else {
+                    // From both ends of `from..=to`: the low end's records
+                    // ascending, then the high end's descending; reversed
+                    // into one ascending list below.
+                    let from = to.saturating_sub(n as u64 * 2);
+                    let mut range = index.range(from..=to);
+                    let (mut low, mut high) = (Vec::new(), Vec::new());
+                    while let Some(x) = if rng.random_bool(0.5) {
+                        range.next().map(|x| low.push(x))
+                    } else {
+                        range.next_back().map(|x| high.push(x))
+                    } {}
+                    assert_eq!(range.next(), None, "an exhausted range stays exhausted");
+                    high.extend(low.into_iter().rev());
+                    assert!(high.iter().all(|&(k, _)| k >= from), "below {from}: {high:?}");
+                    (high, from)
+                };
+                assert!(down.windows(2).all(|w| w[0].0 > w[1].0), "unsorted: {down:?}");
+                for &(k, v) in &down {
+                    assert!(k <= to, "key {k} to {to}");
+                    assert_eq!(v & 0xffff_ffff, k, "value {v:#x} beside key {k}");
+                }
+                down.reverse();
+                let missing = (covered.div_ceil(4) * 4..=to.min(KEYS - 1))
+                    .step_by(4)
+                    .find(|k| down.binary_search_by_key(k, |p| p.0).is_err());
+                assert_eq!(missing, None, "down from {to} skipped a key: {down:?}");
+                scans += 1;
+            }
+            scans
+        });
+        super::join_then_stop(vec![forwards, backwards], || {
+            stop.store(true, Ordering::Relaxed)
+        })
     });
-    assert!(scans > 0);
+    assert!(scans.iter().all(|&n| n > 0), "{scans:?}");
     let stats = index.stats();
     assert!(
         stats.compactions + stats.group_splits + stats.group_merges > 0,
         "maintenance changed nothing under the scans: {stats:?}"
     );
     eprintln!(
-        "{scans} scans; {} compactions, {} group splits, {} merges, {} passes",
+        "{scans:?} scans (forwards, backwards); {} compactions, {} group splits, {} merges, {} passes",
         stats.compactions, stats.group_splits, stats.group_merges, stats.maintenance_passes
     );
 }
