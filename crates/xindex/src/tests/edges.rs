@@ -16,6 +16,11 @@ fn assert_same<K: Key>(index: &XIndex<K, u64>, oracle: &BTreeMap<K, u64>) {
     let all: Vec<(K, u64)> = index.range(..).collect();
     let want: Vec<(K, u64)> = oracle.iter().map(|(k, v)| (k.clone(), *v)).collect();
     assert_eq!(all, want);
+    let mut down: Vec<(K, u64)> = index.range(..).rev().collect();
+    down.reverse();
+    assert_eq!(down, want, "descending");
+    assert_eq!(index.first_key_value(), want.first().cloned());
+    assert_eq!(index.last_key_value(), want.last().cloned());
     assert_eq!(index.len(), oracle.len());
     for (k, v) in oracle {
         assert_eq!(index.get(k), Some(*v), "get {k:?}");
@@ -77,6 +82,17 @@ fn exercise<K: Key>(start: &[K], ops: &[K], config: Config) {
             .map(|(k, v)| (k.clone(), *v))
             .collect();
         assert_eq!(got, want, "scan from {k:?}");
+        let got: Vec<(K, u64)> = index.range(..=k.clone()).rev().take(3).collect();
+        let want: Vec<(K, u64)> = oracle
+            .range(..=k.clone())
+            .rev()
+            .take(3)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        assert_eq!(got, want, "three down from {k:?}");
+        let got = index.range(..k.clone()).next_back();
+        let want = oracle.range(..k.clone()).next_back();
+        assert_eq!(got, want.map(|(k, v)| (k.clone(), *v)), "below {k:?}");
     }
 }
 
