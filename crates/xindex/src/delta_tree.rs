@@ -1876,6 +1876,42 @@ mod loom_tests {
         });
     }
 
+    /// Predecessor queries racing an insert that shifts their leaf and
+    /// one that splits it (and the root above it): the keys present
+    /// before are always found, the new key either not at all or whole.
+    #[test]
+    fn loom_predecessor_during_shift_and_split() {
+        model(3, || {
+            let (_, (), (below_30, at_40)) = race(
+                &[10, 30, 40],
+                |t| assert!(insert(t, 20)),
+                |t| {
+                    (
+                        key_of(t.last_within(Bound::Excluded(&30))),
+                        key_of(t.last_within(Bound::Included(&40))),
+                    )
+                },
+            );
+            assert!(matches!(below_30, Some(10 | 20)), "below 30: {below_30:?}");
+            assert_eq!(at_40, Some(40));
+        });
+        model(3, || {
+            let (tree, (), (below_40, last)) = race(
+                &[10, 20, 30, 40],
+                |t| assert!(insert(t, 50)),
+                |t| {
+                    (
+                        key_of(t.last_within(Bound::Excluded(&40))),
+                        key_of(t.last_within(Bound::Unbounded)),
+                    )
+                },
+            );
+            assert_eq!(below_40, Some(30));
+            assert!(matches!(last, Some(40 | 50)), "last: {last:?}");
+            assert_eq!(key_of(tree.last_within(Bound::Excluded(&50))), Some(40));
+        });
+    }
+
     /// A key whose prefix is one per 20 keys: searches decide some
     /// comparisons by prefix and read the record for the rest.
     #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
