@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use lidx_core::Result;
+use lidx_core::{Error, Result};
 
 /// One running instance of an engine under test.
 pub trait BenchEngine: Send + Sync {
@@ -28,6 +28,15 @@ pub trait BenchEngine: Send + Sync {
             out.push(self.get(key)?);
         }
         Ok(())
+    }
+    /// The record with the largest key `<= key` (a predecessor query), if
+    /// any. Engines without one keep this default, and
+    /// [`EngineInfo::floor`] says so, so the runner skips them on `floor`.
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        let _ = key;
+        Err(Error::Unsupported(
+            "this engine has no predecessor query".to_owned(),
+        ))
     }
     /// Makes every earlier write durable (no-op for in-memory engines).
     fn sync(&self) -> Result<()> {
@@ -60,6 +69,8 @@ pub struct EngineInfo {
     pub writable: bool,
     /// Whether the engine keeps its data in files (then a temp dir is provided).
     pub persistent: bool,
+    /// Whether the engine answers [`BenchEngine::floor`].
+    pub floor: bool,
 }
 
 impl EngineInfo {
@@ -71,6 +82,15 @@ impl EngineInfo {
             durability: "in-memory",
             writable: true,
             persistent: false,
+            floor: false,
+        }
+    }
+
+    /// These facts, for an engine that answers [`BenchEngine::floor`].
+    pub const fn with_floor(self) -> Self {
+        EngineInfo {
+            floor: true,
+            ..self
         }
     }
 }

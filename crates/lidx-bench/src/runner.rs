@@ -243,12 +243,19 @@ pub fn run(cfg: &BenchConfig) -> Result<Outcome> {
                         info.name,
                         rep + 1
                     ));
-                    if prepared.writes && !info.writable {
+                    let unfit = if prepared.writes && !info.writable {
+                        Some("read-only engine, workload writes")
+                    } else if *spec == WorkloadSpec::Floor && !info.floor {
+                        Some("no predecessor query")
+                    } else {
+                        None
+                    };
+                    if let Some(reason) = unfit {
                         if rep == 0 {
                             skipped.push(Skipped {
                                 engine: info.name.to_owned(),
                                 workload: wname.clone(),
-                                reason: "read-only engine, workload writes".to_owned(),
+                                reason: reason.to_owned(),
                             });
                         }
                         bar.inc(1);
@@ -561,6 +568,7 @@ fn run_stream(
                 engine.scan(k, n as usize, &mut scan_buf)?;
                 check_scan(k, n, &scan_buf, step.expect())
             }
+            Op::Floor(k) => check_floor(k, engine.floor(k)?, step.expect()),
         };
         if let (Some(t0), Some(hist)) = (t0, hist.as_deref_mut()) {
             hist.record(t0, matches!(op, Op::Get(_)));
@@ -614,8 +622,19 @@ pub fn check_get(key: u64, got: Option<u64>, expect: Expect) -> bool {
     match expect {
         Expect::Value(v) => got == v,
         Expect::Consistent => got.is_none_or(|v| value_matches_key(key, v)),
-        Expect::Nothing | Expect::ScanFirst { .. } => true,
+        Expect::Nothing | Expect::ScanFirst { .. } | Expect::Floor(_) => true,
     }
+}
+
+/// Whether a `floor` answer satisfies its expectation: a key at or below
+/// the probe with a value consistent with it, and the expected key.
+pub fn check_floor(probe: u64, got: Option<(u64, u64)>, expect: Expect) -> bool {
+    let shape_ok = got.is_none_or(|(k, v)| k <= probe && value_matches_key(k, v));
+    shape_ok
+        && match expect {
+            Expect::Floor(key) => got.map(|(k, _)| k) == key,
+            _ => true,
+        }
 }
 
 /// Whether a `scan` answer satisfies its expectation: ascending keys, all
@@ -752,6 +771,63 @@ mod tests {
             .unwrap();
         assert_eq!(
             execute(engine.as_ref(), &streams, &[], 16, None)
+                .unwrap()
+                .wrong,
+            1
+        );
+    }
+
+    #[test]
+    fn floor_queries_are_checked_and_engines_without_one_skipped() {
+        let cfg = BenchConfig {
+            engines: ["btreemap", "scc-tree", "skipmap", "xindex", "pgm-lidx"]
+                .map(String::from)
+                .to_vec(),
+            dataset: "lognormal".to_owned(),
+            keys: Some(20_000),
+            workloads: vec!["floor".to_owned()],
+            threads: vec![1, 2],
+            ops: 4_000,
+            repeat: 1,
+            warmup: 100,
+            progress: false,
+            ..BenchConfig::default()
+        };
+        let outcome = run(&cfg).unwrap();
+        let ran: Vec<(&str, usize)> = outcome
+            .results
+            .rows
+            .iter()
+            .map(|r| (r.engine.as_str(), r.threads))
+            .collect();
+        for engine in ["btreemap", "skipmap", "xindex", "pgm-lidx"] {
+            for threads in [1, 2] {
+                assert!(ran.contains(&(engine, threads)), "{engine} {threads}T");
+            }
+        }
+        assert!(outcome.results.rows.iter().all(|r| r.wrong_answers == 0));
+        assert!(
+            outcome
+                .skipped
+                .iter()
+                .any(|s| s.engine == "scc-tree" && s.reason == "no predecessor query")
+        );
+        assert!(!ran.iter().any(|&(e, _)| e == "scc-tree"));
+        // A wrong floor is counted.
+        let keys: Vec<u64> = (0..1_000u64).map(|i| i * 10).collect();
+        let prepared = prepare(&WorkloadSpec::Floor, &keys, 1, 400, 3).unwrap();
+        let mut streams = prepared.streams.clone();
+        let crate::workload::Op::Floor(probe) = streams[0][0].op() else {
+            panic!("a floor workload of floors");
+        };
+        let wrong_key = if probe >= 10 { probe / 10 * 10 - 10 } else { 10 };
+        streams[0][0].set_expect(Expect::Floor(Some(wrong_key)));
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::engines::xindex::XINDEX
+            .build(&prepared.load, dir.path(), false)
+            .unwrap();
+        assert_eq!(
+            execute(engine.as_ref(), &streams, &[], 1, None)
                 .unwrap()
                 .wrong,
             1

@@ -110,6 +110,9 @@ pub enum Op {
     Remove(u64),
     /// Read up to `n` records with key >= start.
     Scan(u64, u32),
+    /// Read the record with the largest key <= the key (a predecessor
+    /// query), if any.
+    Floor(u64),
 }
 
 /// What a read operation must return, computed when the workload is generated.
@@ -129,6 +132,9 @@ pub enum Expect {
         /// Expected first key (ignored when `len == 0`).
         first: u64,
     },
+    /// A `Floor` must return the record of this key (`None`: no record),
+    /// with a value [`value_matches_key`] accepts.
+    Floor(Option<u64>),
 }
 
 /// Value stored for `key` at write `version` (version 0 is the bulk load).
@@ -196,6 +202,10 @@ pub enum WorkloadSpec {
     },
     /// `scan`: 100-record scans from uniformly chosen existing keys.
     Scan,
+    /// `floor`: predecessor queries (the record with the largest key at or
+    /// below a probe), probes drawn uniformly from the span between a
+    /// uniformly chosen key and the next: an IP-range lookup on geolite2.
+    Floor,
     /// `insert`: bulk-load a random half, insert the other half.
     Insert,
     /// `append` / `append:R`: reads with probability `read`, otherwise
@@ -221,7 +231,7 @@ pub enum WorkloadSpec {
 }
 
 /// Every accepted workload name form, for error messages and help texts.
-pub const VALID_FORMS: &str = "lookup, lookup:zipf, lookup-miss, lookup-batch:N (N keys per multi-get, 1..=4096), scan, insert, \
+pub const VALID_FORMS: &str = "lookup, lookup:zipf, lookup-miss, lookup-batch:N (N keys per multi-get, 1..=4096), scan, floor, insert, \
     append, append:R (R = read fraction in [0,1]), \
     mixed:R (R = read fraction in [0,1], e.g. mixed:0.9), w1..w6, ycsb-a..ycsb-f, \
     oscillate, shift";
@@ -235,6 +245,7 @@ impl WorkloadSpec {
             | WorkloadSpec::LookupMiss
             | WorkloadSpec::LookupBatch { .. }
             | WorkloadSpec::Scan
+            | WorkloadSpec::Floor
             | WorkloadSpec::Aulid(Aulid::W1 | Aulid::W2)
             | WorkloadSpec::Ycsb(Ycsb::C) => false,
             WorkloadSpec::Mixed { read } | WorkloadSpec::Append { read } => read < 1.0,
@@ -250,6 +261,7 @@ impl WorkloadSpec {
             WorkloadSpec::LookupMiss => "lookup-miss".into(),
             WorkloadSpec::LookupBatch { size } => format!("lookup-batch:{size}"),
             WorkloadSpec::Scan => "scan".into(),
+            WorkloadSpec::Floor => "floor".into(),
             WorkloadSpec::Insert => "insert".into(),
             WorkloadSpec::Append { read: 0.0 } => "append".into(),
             WorkloadSpec::Append { read } => format!("append:{read}"),
@@ -270,6 +282,7 @@ impl WorkloadSpec {
             WorkloadSpec::LookupMiss,
             WorkloadSpec::LookupBatch { size: 16 },
             WorkloadSpec::Scan,
+            WorkloadSpec::Floor,
             WorkloadSpec::Insert,
             WorkloadSpec::Append { read: 0.0 },
             WorkloadSpec::Append { read: 0.5 },
@@ -341,6 +354,7 @@ impl FromStr for WorkloadSpec {
             "lookup:zipf" => WorkloadSpec::LookupZipf,
             "lookup-miss" => WorkloadSpec::LookupMiss,
             "scan" => WorkloadSpec::Scan,
+            "floor" => WorkloadSpec::Floor,
             "insert" => WorkloadSpec::Insert,
             "append" => WorkloadSpec::Append { read: 0.0 },
             "oscillate" => WorkloadSpec::Oscillate,
@@ -419,6 +433,7 @@ enum OpKind {
     Update,
     Remove,
     Scan,
+    Floor,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -429,6 +444,10 @@ enum ExpectKind {
     Value,
     Consistent,
     ScanFirst,
+    /// `Expect::Floor(Some(word))`.
+    FloorOf,
+    /// `Expect::Floor(None)`.
+    FloorNone,
 }
 
 const _: () = assert!(SCAN_LEN <= u16::MAX as u32 && std::mem::size_of::<Step>() == 24);
@@ -449,6 +468,7 @@ impl Step {
             Op::Update(k, v) => (OpKind::Update, k, Some(v), 0),
             Op::Remove(k) => (OpKind::Remove, k, None, 0),
             Op::Scan(k, n) => (OpKind::Scan, k, None, n),
+            Op::Floor(k) => (OpKind::Floor, k, None, 0),
         };
         let mut step = Step {
             key,
@@ -470,6 +490,7 @@ impl Step {
             OpKind::Update => Op::Update(self.key, self.word),
             OpKind::Remove => Op::Remove(self.key),
             OpKind::Scan => Op::Scan(self.key, u32::from(self.n)),
+            OpKind::Floor => Op::Floor(self.key),
         }
     }
 
@@ -484,6 +505,8 @@ impl Step {
                 len: u32::from(self.len),
                 first: self.word,
             },
+            ExpectKind::FloorOf => Expect::Floor(Some(self.word)),
+            ExpectKind::FloorNone => Expect::Floor(None),
         }
     }
 
@@ -496,6 +519,8 @@ impl Step {
             Expect::Value(Some(v)) => (ExpectKind::Value, Some(v), 0),
             Expect::Consistent => (ExpectKind::Consistent, None, 0),
             Expect::ScanFirst { len, first } => (ExpectKind::ScanFirst, Some(first), len),
+            Expect::Floor(Some(key)) => (ExpectKind::FloorOf, Some(key), 0),
+            Expect::Floor(None) => (ExpectKind::FloorNone, None, 0),
         };
         if let Some(word) = word {
             assert!(!writes, "a write's expectation carries no value");
@@ -594,6 +619,14 @@ pub fn prepare(
                 )
             })
         }
+        WorkloadSpec::Floor => read_only(keys, threads, per, rng, |rng| {
+            let i = rng.random_range(0..n);
+            // Any probe from this key up to (not including) the next has
+            // this key as its floor; the last key's span is itself.
+            let span = keys.get(i + 1).map_or(1, |next| next - keys[i]);
+            let probe = keys[i] + rng.random_range(0..span);
+            Step::new(Op::Floor(probe), Expect::Floor(Some(keys[i])))
+        }),
         WorkloadSpec::LookupMiss => {
             let gaps = Gaps::new(keys)?;
             read_only(keys, threads, per, rng, |rng| {

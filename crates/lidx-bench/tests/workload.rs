@@ -73,6 +73,13 @@ fn replay(p: &Prepared, schedule: &[usize]) -> BTreeMap<u64, u64> {
                     e => panic!("{at}: scan with expectation {e:?}"),
                 }
             }
+            Op::Floor(probe) => {
+                let got = map.range(..=probe).next_back().map(|(&k, _)| k);
+                match step.expect() {
+                    Expect::Floor(want) => assert_eq!(got, want, "{at}"),
+                    e => panic!("{at}: floor with expectation {e:?}"),
+                }
+            }
             Op::Insert(k, v) => {
                 assert!(value_matches_key(k, v), "{at}");
                 assert_eq!(step.expect(), Expect::Nothing);
@@ -129,7 +136,7 @@ fn shuffled(p: &Prepared, seed: u64) -> Vec<usize> {
 fn write_key(op: Op) -> Option<u64> {
     match op {
         Op::Insert(k, _) | Op::Update(k, _) | Op::Remove(k) => Some(k),
-        Op::Get(_) | Op::Scan(..) => None,
+        Op::Get(_) | Op::Scan(..) | Op::Floor(_) => None,
     }
 }
 

@@ -37,11 +37,13 @@ impl EngineFactory for XIndexFactory {
                 "xindex-seq",
                 "lidx XIndex-R with the sequential-insert hint (append tails where ascending inserts are detected)",
             )
+            .with_floor()
         } else {
             EngineInfo::in_memory(
                 "xindex",
                 "lidx XIndex-R (learned groups, B-tree deltas, background compaction)",
             )
+            .with_floor()
         }
     }
 
@@ -93,6 +95,10 @@ impl BenchEngine for XIndexEngine {
         out.clear();
         self.index.scan(&start, n, out);
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        Ok(self.index.range(..=key).next_back())
     }
 
     fn maintenance_count(&self) -> Option<u64> {

@@ -23,6 +23,7 @@ impl EngineFactory for BTreeMapFactory {
             "btreemap",
             "std::collections::BTreeMap behind a parking_lot::RwLock",
         )
+        .with_floor()
     }
 
     fn build(
@@ -71,5 +72,14 @@ impl BenchEngine for BTreeMapEngine {
         let map = self.map.read();
         out.extend(map.range(start..).take(n).map(|(&k, &v)| (k, v)));
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        Ok(self
+            .map
+            .read()
+            .range(..=key)
+            .next_back()
+            .map(|(&k, &v)| (k, v)))
     }
 }

@@ -39,6 +39,7 @@ impl EngineFactory for FjallFactory {
             durability: "write per op, journal flushed to OS, no fsync (PersistMode::Buffer); fsync on sync() (SyncAll)",
             writable: true,
             persistent: true,
+            floor: true,
         }
     }
 
@@ -131,6 +132,16 @@ impl BenchEngine for FjallEngine {
             out.push((decode(&k)?, decode(&v)?));
         }
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        match self.keyspace.range(..=key.to_be_bytes()).next_back() {
+            Some(guard) => {
+                let (k, v) = guard.into_inner().map_err(|e| backend(ENGINE, e))?;
+                Ok(Some((decode(&k)?, decode(&v)?)))
+            }
+            None => Ok(None),
+        }
     }
 
     fn sync(&self) -> Result<()> {

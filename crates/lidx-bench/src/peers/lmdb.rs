@@ -48,6 +48,7 @@ impl EngineFactory for LmdbFactory {
             durability: "commit per op, no fsync (MDB_NOSYNC); fsync on sync()",
             writable: true,
             persistent: true,
+            floor: true,
         }
     }
 
@@ -135,6 +136,15 @@ impl BenchEngine for LmdbEngine {
             out.push(item.map_err(|e| backend(ENGINE, e))?);
         }
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        let rtxn = self.env.read_txn().map_err(|e| backend(ENGINE, e))?;
+        let mut range = self
+            .db
+            .rev_range(&rtxn, &(..=key))
+            .map_err(|e| backend(ENGINE, e))?;
+        range.next().transpose().map_err(|e| backend(ENGINE, e))
     }
 
     fn sync(&self) -> Result<()> {

@@ -46,6 +46,7 @@ impl EngineFactory for PgmLidxFactory {
             durability: "in-memory",
             writable: false,
             persistent: false,
+            floor: true,
         }
     }
 
@@ -153,6 +154,17 @@ impl BenchEngine for PgmLidx {
     fn scan(&self, start: u64, n: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
         self.columns.scan_from(self.lower_bound(start), n, out);
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        // Records up to and including `key`: those below `key + 1`.
+        let at_or_below = match key.checked_add(1) {
+            Some(next) => self.lower_bound(next),
+            None => self.columns.keys.len(),
+        };
+        Ok(at_or_below
+            .checked_sub(1)
+            .map(|i| (self.columns.keys[i], self.columns.values[i])))
     }
 }
 

@@ -37,6 +37,7 @@ impl EngineFactory for RedbFactory {
             durability: "commit per op, no fsync (Durability::None); fsync on sync() (Durability::Immediate)",
             writable: true,
             persistent: true,
+            floor: true,
         }
     }
 
@@ -123,6 +124,19 @@ impl BenchEngine for RedbEngine {
             out.push((k.value(), v.value()));
         }
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        let txn = self.db.begin_read().map_err(|e| backend(ENGINE, e))?;
+        let table = txn.open_table(TABLE).map_err(|e| backend(ENGINE, e))?;
+        let mut range = table.range(..=key).map_err(|e| backend(ENGINE, e))?;
+        match range.next_back() {
+            Some(item) => {
+                let (k, v) = item.map_err(|e| backend(ENGINE, e))?;
+                Ok(Some((k.value(), v.value())))
+            }
+            None => Ok(None),
+        }
     }
 
     fn sync(&self) -> Result<()> {

@@ -22,6 +22,7 @@ impl EngineFactory for SkipMapFactory {
             "skipmap",
             "crossbeam_skiplist::SkipMap (lock-free skip list)",
         )
+        .with_floor()
     }
 
     fn build(
@@ -66,5 +67,12 @@ impl BenchEngine for SkipMapEngine {
                 .map(|e| (*e.key(), *e.value())),
         );
         Ok(())
+    }
+
+    fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
+        Ok(self
+            .map
+            .upper_bound(std::ops::Bound::Included(&key))
+            .map(|e| (*e.key(), *e.value())))
     }
 }

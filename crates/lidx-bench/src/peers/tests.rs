@@ -23,6 +23,8 @@ enum Op {
     Insert(u64, u64),
     Remove(u64),
     Scan(u64, usize),
+    /// A predecessor query, on engines that have one.
+    Floor(u64),
 }
 
 /// Keys from a small space so hits and misses both happen, plus the extremes.
@@ -42,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
         2 => key().prop_map(Op::Remove),
         1 => (key(), 0usize..12).prop_map(|(k, n)| Op::Scan(k, n)),
+        1 => key().prop_map(Op::Floor),
     ]
 }
 
@@ -104,6 +107,18 @@ fn replay(factory: &dyn EngineFactory, pairs: &[(u64, u64)], ops: &[Op]) -> usiz
                 );
                 wrong += usize::from(out != oracle_scan(&oracle, start, n));
             }
+            Op::Floor(k) => match engine.floor(k) {
+                Ok(got) => {
+                    assert!(factory.info().floor, "{name}: floor answered, info says none");
+                    assert!(got.is_none_or(|(f, _)| f <= k), "{name}: floor above {k}");
+                    let want = oracle.range(..=k).next_back().map(|(&k, &v)| (k, v));
+                    wrong += usize::from(got != want);
+                }
+                Err(Error::Unsupported(_)) => {
+                    assert!(!factory.info().floor, "{name}: info promises floor");
+                }
+                Err(e) => panic!("{name}: floor({k}): {e}"),
+            },
         }
     }
     // The batched lookup agrees with the map, over present and absent keys.
@@ -239,6 +254,16 @@ fn read_only_misses(factory: &dyn EngineFactory, pairs: &[(u64, u64)]) -> usize 
             "{name}: scan not ascending"
         );
         misses += usize::from(out != oracle_scan(&oracle, start, 10));
+    }
+    if factory.info().floor {
+        let probes = pairs
+            .iter()
+            .flat_map(|&(k, _)| [k, k.wrapping_sub(1), k.wrapping_add(1)])
+            .chain([0, 1, u64::MAX]);
+        for probe in probes {
+            let want = oracle.range(..=probe).next_back().map(|(&k, &v)| (k, v));
+            misses += usize::from(engine.floor(probe).unwrap() != want);
+        }
     }
     misses
 }
