@@ -23,7 +23,7 @@ use crossbeam_epoch::Atomic;
 use lidx_core::Key;
 use lidx_core::model::{LinearModel, PositionModel, optimal_pla, round_clamp};
 use lidx_core::prefetch::{CACHE_LINE, prefetch, prefetch_lines, prefetch_slice};
-use lidx_core::search::{counted_within, exponential_by, partition_by, window_around};
+use lidx_core::search::{counted_within, exponential_by, window_around};
 
 use crate::delta::Delta;
 use crate::hint::ArrayHint;
@@ -770,8 +770,11 @@ impl<K: Key> Group<K> {
             Bound::Unbounded => 0,
             Bound::Included(key) => self.lower_bound_from(key, self.scan_prediction(key, run)),
             Bound::Excluded(key) => {
+                // Array keys are unique: past `key` is one step past it at
+                // most (a search of the rest of the array cost a predecessor
+                // query a miss per step).
                 let i = self.lower_bound_from(key, self.scan_prediction(key, run));
-                i + partition_by(&keys[i..], |k| k <= key)
+                i + usize::from(keys.get(i) == Some(key))
             }
         };
         if !self.has_tail {

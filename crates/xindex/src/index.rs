@@ -375,14 +375,42 @@ impl<K: Key, V: Value> XIndex<K, V> {
         }
     }
 
-    /// The record with the smallest key, if any (`range(..).next()`).
-    pub fn first_key_value(&self) -> Option<(K, V)> {
-        self.range(..).next()
+    /// The record with the smallest key inside the lower bound `bound`
+    /// (`Included(k)`: the first key `>= k`, a successor query;
+    /// `Unbounded`: the first record), as `crossbeam_skiplist::SkipMap`
+    /// names it. `range((bound, Unbounded)).next()` without the
+    /// iterator's buffer. Linearizable for a key present throughout the
+    /// call; otherwise as [`scan`](Self::scan) of one record.
+    pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
+        let mut found = Vec::with_capacity(1);
+        self.inner
+            .collect(bound.cloned(), &Bound::Unbounded, 1, &mut found);
+        found.pop()
     }
 
-    /// The record with the largest key, if any (`range(..).next_back()`).
+    /// The record with the largest key inside the upper bound `bound`
+    /// (`Included(k)`: the last key `<= k`, a predecessor or floor query,
+    /// such as which IP range holds an address; `Unbounded`: the last
+    /// record), as `crossbeam_skiplist::SkipMap` names it.
+    /// `range((Unbounded, bound)).next_back()` without allocating. Same
+    /// consistency as [`lower_bound`](Self::lower_bound).
+    pub fn upper_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
+        let mut found = None;
+        self.inner
+            .collect_rev(&Bound::Unbounded, bound.cloned(), 1, |k, v| {
+                found = Some((k, v));
+            });
+        found
+    }
+
+    /// The record with the smallest key, if any.
+    pub fn first_key_value(&self) -> Option<(K, V)> {
+        self.lower_bound(Bound::Unbounded)
+    }
+
+    /// The record with the largest key, if any.
     pub fn last_key_value(&self) -> Option<(K, V)> {
-        self.range(..).next_back()
+        self.upper_bound(Bound::Unbounded)
     }
 
     /// Runs one maintenance pass now, on the calling thread (serialised
@@ -605,7 +633,7 @@ pub struct Range<'a, K: Key, V: Value> {
     exhausted: bool,
     /// Fetched from the front, ascending.
     front: VecDeque<(K, V)>,
-    /// Fetched from the back, descending.
+    /// Fetched from the back, descending: `next_back` pops the front.
     back: VecDeque<(K, V)>,
     front_batch: usize,
     back_batch: usize,
@@ -637,17 +665,16 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
 impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
     fn next_back(&mut self) -> Option<(K, V)> {
         if self.back.is_empty() && !self.exhausted {
-            let mut batch = Vec::with_capacity(self.back_batch);
+            let back = &mut self.back;
             match self.index.inner.collect_rev(
                 &self.lower,
                 self.upper.clone(),
                 self.back_batch,
-                &mut batch,
+                |k, v| back.push_back((k, v)),
             ) {
                 Some(resume) => self.upper = resume,
                 None => self.exhausted = true,
             }
-            self.back.extend(batch);
             self.back_batch = (self.back_batch * 2).min(RANGE_BATCH);
         }
         self.back.pop_front().or_else(|| self.front.pop_back())

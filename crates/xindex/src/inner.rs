@@ -30,7 +30,7 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
 use crate::root::Root;
 use crate::shard;
 use crate::value::Value;
@@ -605,10 +605,10 @@ impl<K: Key> Inner<K> {
 }
 
 impl<K: Key> Inner<K> {
-    /// [`collect`](Self::collect) backwards: appends up to `limit` live
-    /// records with keys inside `upper` and `lower`, in descending key
-    /// order. Returns the upper bound to resume from, or `None` when the
-    /// range is exhausted.
+    /// [`collect`](Self::collect) backwards: passes up to `limit` live
+    /// records with keys inside `upper` and `lower` to `emit`, in
+    /// descending key order. Returns the upper bound to resume from, or
+    /// `None` when the range is exhausted.
     ///
     /// Group by group from the one holding the range's largest keys
     /// ([`Root::route_within`]), each merged backwards from its array (and
@@ -622,7 +622,7 @@ impl<K: Key> Inner<K> {
         lower: &Bound<K>,
         upper: Bound<K>,
         limit: usize,
-        out: &mut Vec<(K, V)>,
+        mut emit: impl FnMut(K, V),
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(upper);
@@ -638,7 +638,7 @@ impl<K: Key> Inner<K> {
                 above_lower(k, lower) && group.pivot.as_ref().is_none_or(|pivot| k >= pivot)
             };
             let upper_ref = bound_ref(&upper);
-            let records = &group.records;
+            let (keys, cells) = group.arrays();
             let (array_len, tail_len) = group.lengths();
             // Records `0..at` of the array-then-tail order lie inside
             // `upper`: the first index outside it.
@@ -650,9 +650,11 @@ impl<K: Key> Inner<K> {
             let mut buf = group.buf.last_within(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
             loop {
+                // Array records from the group node's own slices; only the
+                // tail's need the shared `Records` (one more line to miss).
                 let array_key = at
                     .checked_sub(1)
-                    .and_then(|i| records.key_at(i))
+                    .and_then(|i| keys.get(i).or_else(|| group.records.key_at(i)))
                     .filter(|k| inside(k));
                 let buf_key = buf.map(|e| e.key()).filter(|k| inside(k));
                 let tmp_key = tmp.map(|e| e.key()).filter(|k| inside(k));
@@ -664,7 +666,11 @@ impl<K: Key> Inner<K> {
                 let mut value = None;
                 if array_key == Some(largest) {
                     at -= 1;
-                    value = records.cell_at(at).read();
+                    value = if at < keys.len() {
+                        record_at(cells, at).read()
+                    } else {
+                        group.records.cell_at(at).read()
+                    };
                 }
                 if buf_key == Some(largest) {
                     let entry = buf.take().expect("buf head exists");
@@ -681,7 +687,7 @@ impl<K: Key> Inner<K> {
                     tmp = group.tmp().and_then(|t| t.prev_before(entry));
                 }
                 if let Some(word) = value {
-                    out.push((largest.clone(), V::from_word(word)));
+                    emit(largest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
                         return Some(Bound::Excluded(largest.clone()));

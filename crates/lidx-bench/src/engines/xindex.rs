@@ -98,7 +98,7 @@ impl BenchEngine for XIndexEngine {
     }
 
     fn floor(&self, key: u64) -> Result<Option<(u64, u64)>> {
-        Ok(self.index.range(..=key).next_back())
+        Ok(self.index.upper_bound(std::ops::Bound::Included(&key)))
     }
 
     fn maintenance_count(&self) -> Option<u64> {

@@ -4,6 +4,7 @@
 //! churn interleaved with maintenance passes.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::Path;
 
 use lidx_core::{F64Key, Key};
@@ -93,6 +94,14 @@ fn exercise<K: Key>(start: &[K], ops: &[K], config: Config) {
         let got = index.range(..k.clone()).next_back();
         let want = oracle.range(..k.clone()).next_back();
         assert_eq!(got, want.map(|(k, v)| (k.clone(), *v)), "below {k:?}");
+        let got = index.upper_bound(Bound::Included(k));
+        let want = oracle.range(..=k.clone()).next_back();
+        assert_eq!(got, want.map(|(k, v)| (k.clone(), *v)), "at or below {k:?}");
+        let got = index.lower_bound(Bound::Excluded(k));
+        let want = oracle
+            .range((Bound::Excluded(k.clone()), Bound::Unbounded))
+            .next();
+        assert_eq!(got, want.map(|(k, v)| (k.clone(), *v)), "above {k:?}");
     }
 }
 

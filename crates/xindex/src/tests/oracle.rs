@@ -33,7 +33,8 @@ enum Op {
     /// taking from the back, until the pattern ends (then the rest, from
     /// the back).
     TwoEnded((u64, u8), (u64, u8), Vec<bool>),
-    /// The last record at or below, and below, a key.
+    /// The last record at or below, and below, a key, and the first at or
+    /// above, and above, it.
     Predecessor(u64),
     Maintain,
     /// A pass as the background thread runs it: small deltas may stay.
@@ -249,8 +250,17 @@ fn run(
             Op::Predecessor(k) => {
                 let want = oracle.range(..=k).next_back().map(|(a, b)| (*a, *b));
                 prop_assert_eq!(index.range(..=k).next_back(), want, "{:?}", op);
+                prop_assert_eq!(index.upper_bound(Bound::Included(&k)), want, "{:?}", op);
                 let want = oracle.range(..k).next_back().map(|(a, b)| (*a, *b));
                 prop_assert_eq!(index.range(..k).next_back(), want, "{:?}", op);
+                prop_assert_eq!(index.upper_bound(Bound::Excluded(&k)), want, "{:?}", op);
+                let want = oracle.range(k..).next().map(|(a, b)| (*a, *b));
+                prop_assert_eq!(index.lower_bound(Bound::Included(&k)), want, "{:?}", op);
+                let want = oracle
+                    .range((Bound::Excluded(k), Bound::Unbounded))
+                    .next()
+                    .map(|(a, b)| (*a, *b));
+                prop_assert_eq!(index.lower_bound(Bound::Excluded(&k)), want, "{:?}", op);
             }
             Op::Maintain => {
                 index.maintain_now();
