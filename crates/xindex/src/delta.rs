@@ -64,6 +64,10 @@ impl<K> DeltaRecord<K> {
 }
 
 /// A delta index (the paper's `buf` / `tmp_buf`).
+///
+/// `repr(C)` with the tree first, so that the tree's root pointer is the
+/// delta's first word, the one [`Group::prefetch_delta`](crate::group::Group::prefetch_delta) requests.
+#[repr(C)]
 pub(crate) struct Delta<K> {
     tree: DeltaTree<K>,
     /// Set once by maintenance; afterwards no new key enters this delta.
@@ -265,6 +269,12 @@ impl<K: Key> Delta<K> {
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tree_is_the_deltas_first_field() {
+        // So its root pointer is the word `Group::prefetch_delta` requests.
+        assert_eq!(std::mem::offset_of!(Delta<u64>, tree), 0);
+    }
 
     #[test]
     fn a_put_finding_a_record_its_creator_has_not_returned_from_is_visible() {

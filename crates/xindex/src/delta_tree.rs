@@ -291,6 +291,12 @@ impl<K: Key> Node<K> {
 }
 
 /// The ordered index of one delta; owns its records.
+///
+/// `repr(C)` with `root` first: every search starts with that load, and
+/// `Group::prefetch_delta` requests the delta's first line. Laid out by
+/// the compiler, `root` sat 112 bytes in, two lines past the one
+/// requested, so the search that followed missed anyway.
+#[repr(C)]
 pub(crate) struct DeltaTree<K> {
     root: AtomicPtr<Node<K>>,
     /// The rightmost leaf, or one that was: where a key above every key
@@ -1185,6 +1191,13 @@ mod tests {
     fn a_leaf_is_288_bytes() {
         // The delta budget's per-entry overhead assumes this size.
         assert_eq!(std::mem::size_of::<Node<u64>>(), 288);
+    }
+
+    #[test]
+    fn the_root_pointer_is_the_trees_first_word() {
+        // `Group::prefetch_delta` requests the line this word starts.
+        assert_eq!(std::mem::offset_of!(DeltaTree<u64>, root), 0);
+        assert_eq!(std::mem::offset_of!(DeltaTree<Vec<u8>>, root), 0);
     }
 
     #[test]
