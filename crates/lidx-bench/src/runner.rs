@@ -820,7 +820,11 @@ mod tests {
         let crate::workload::Op::Floor(probe) = streams[0][0].op() else {
             panic!("a floor workload of floors");
         };
-        let wrong_key = if probe >= 10 { probe / 10 * 10 - 10 } else { 10 };
+        let wrong_key = if probe >= 10 {
+            probe / 10 * 10 - 10
+        } else {
+            10
+        };
         streams[0][0].set_expect(Expect::Floor(Some(wrong_key)));
         let dir = tempfile::tempdir().unwrap();
         let engine = crate::engines::xindex::XINDEX

@@ -378,9 +378,12 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// The record with the smallest key inside the lower bound `bound`
     /// (`Included(k)`: the first key `>= k`, a successor query;
     /// `Unbounded`: the first record), as `crossbeam_skiplist::SkipMap`
-    /// names it. `range((bound, Unbounded)).next()` without the
-    /// iterator's buffer. Linearizable for a key present throughout the
-    /// call; otherwise as [`scan`](Self::scan) of one record.
+    /// names it: `range((bound, Unbounded)).next()` without the
+    /// iterator's buffer. As a [`scan`](Self::scan) of one record: the
+    /// record returned was present with that value at some instant during
+    /// the call, and no key between the bound and it was present
+    /// throughout the call (one inserted or removed meanwhile may or may
+    /// not be seen).
     pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
         let mut found = Vec::with_capacity(1);
         self.inner
@@ -391,16 +394,13 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// The record with the largest key inside the upper bound `bound`
     /// (`Included(k)`: the last key `<= k`, a predecessor or floor query,
     /// such as which IP range holds an address; `Unbounded`: the last
-    /// record), as `crossbeam_skiplist::SkipMap` names it.
+    /// record), as `crossbeam_skiplist::SkipMap` names it:
     /// `range((Unbounded, bound)).next_back()` without allocating. Same
-    /// consistency as [`lower_bound`](Self::lower_bound).
+    /// consistency as [`lower_bound`](Self::lower_bound), mirrored.
     pub fn upper_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
-        let mut found = None;
         self.inner
-            .collect_rev(&Bound::Unbounded, bound.cloned(), 1, |k, v| {
-                found = Some((k, v));
-            });
-        found
+            .last_within(bound)
+            .map(|(k, word)| (k, V::from_word(word)))
     }
 
     /// The record with the smallest key, if any.

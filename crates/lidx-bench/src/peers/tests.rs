@@ -109,7 +109,10 @@ fn replay(factory: &dyn EngineFactory, pairs: &[(u64, u64)], ops: &[Op]) -> usiz
             }
             Op::Floor(k) => match engine.floor(k) {
                 Ok(got) => {
-                    assert!(factory.info().floor, "{name}: floor answered, info says none");
+                    assert!(
+                        factory.info().floor,
+                        "{name}: floor answered, info says none"
+                    );
                     assert!(got.is_none_or(|(f, _)| f <= k), "{name}: floor above {k}");
                     let want = oracle.range(..=k).next_back().map(|(&k, &v)| (k, v));
                     wrong += usize::from(got != want);

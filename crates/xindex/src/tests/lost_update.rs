@@ -312,7 +312,11 @@ fn ranges_in_both_directions_agree_in_every_phase_of_a_compaction() {
         (0..32u64).map(|k| (k, k)).chain([(1000, 1)]).collect();
     let check = |oracle: &std::collections::BTreeMap<u64, u64>, when: &str| {
         let want: Vec<(u64, u64)> = oracle.iter().map(|(k, v)| (*k, *v)).collect();
-        assert_eq!(index.range(..).collect::<Vec<_>>(), want, "{when}: forwards");
+        assert_eq!(
+            index.range(..).collect::<Vec<_>>(),
+            want,
+            "{when}: forwards"
+        );
         let mut down: Vec<(u64, u64)> = index.range(..).rev().collect();
         down.reverse();
         assert_eq!(down, want, "{when}: backwards");
@@ -333,7 +337,11 @@ fn ranges_in_both_directions_agree_in_every_phase_of_a_compaction() {
         assert_eq!(low, want, "{when}: both ends");
         for probe in [0, 5, 6, 31, 32, 999, 1000, 1001, 2000, 2001, 3000, u64::MAX] {
             let want = oracle.range(..=probe).next_back().map(|(k, v)| (*k, *v));
-            assert_eq!(index.range(..=probe).next_back(), want, "{when}: <= {probe}");
+            assert_eq!(
+                index.range(..=probe).next_back(),
+                want,
+                "{when}: <= {probe}"
+            );
             let want = oracle.range(..probe).next_back().map(|(k, v)| (*k, *v));
             assert_eq!(index.range(..probe).next_back(), want, "{when}: < {probe}");
         }

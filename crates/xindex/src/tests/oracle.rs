@@ -240,10 +240,7 @@ fn run(
                 let want = if empty {
                     two_ended_take(std::iter::empty(), pattern)
                 } else {
-                    two_ended_take(
-                        oracle.range((lower, upper)).map(|(a, b)| (*a, *b)),
-                        pattern,
-                    )
+                    two_ended_take(oracle.range((lower, upper)).map(|(a, b)| (*a, *b)), pattern)
                 };
                 prop_assert_eq!(got, want, "{:?}", op);
             }

@@ -122,10 +122,16 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                     } {}
                     assert_eq!(range.next(), None, "an exhausted range stays exhausted");
                     high.extend(low.into_iter().rev());
-                    assert!(high.iter().all(|&(k, _)| k >= from), "below {from}: {high:?}");
+                    assert!(
+                        high.iter().all(|&(k, _)| k >= from),
+                        "below {from}: {high:?}"
+                    );
                     (high, from)
                 };
-                assert!(down.windows(2).all(|w| w[0].0 > w[1].0), "unsorted: {down:?}");
+                assert!(
+                    down.windows(2).all(|w| w[0].0 > w[1].0),
+                    "unsorted: {down:?}"
+                );
                 for &(k, v) in &down {
                     assert!(k <= to, "key {k} to {to}");
                     assert_eq!(v & 0xffff_ffff, k, "value {v:#x} beside key {k}");
