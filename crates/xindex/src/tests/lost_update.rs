@@ -323,13 +323,10 @@ fn ranges_in_both_directions_agree_in_every_phase_of_a_compaction() {
         // Alternating ends meet without a repeat or a gap.
         let mut range = index.range(..);
         let (mut low, mut high) = (Vec::new(), Vec::new());
-        loop {
-            match range.next() {
-                Some(x) => low.push(x),
-                None => break,
-            }
+        while let Some(record) = range.next() {
+            low.push(record);
             match range.next_back() {
-                Some(x) => high.push(x),
+                Some(record) => high.push(record),
                 None => break,
             }
         }

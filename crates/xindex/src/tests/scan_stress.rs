@@ -115,11 +115,17 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
                     let from = to.saturating_sub(n as u64 * 2);
                     let mut range = index.range(from..=to);
                     let (mut low, mut high) = (Vec::new(), Vec::new());
-                    while let Some(x) = if rng.random_bool(0.5) {
-                        range.next().map(|x| low.push(x))
-                    } else {
-                        range.next_back().map(|x| high.push(x))
-                    } {}
+                    loop {
+                        let (taken, side) = if rng.random_bool(0.5) {
+                            (range.next(), &mut low)
+                        } else {
+                            (range.next_back(), &mut high)
+                        };
+                        match taken {
+                            Some(record) => side.push(record),
+                            None => break,
+                        }
+                    }
                     assert_eq!(range.next(), None, "an exhausted range stays exhausted");
                     high.extend(low.into_iter().rev());
                     assert!(
