@@ -410,6 +410,17 @@ impl<'k, K: Key> Sought<'k, K> {
             prefix: key.ordered_prefix(),
         }
     }
+
+    /// The key a bound names (`None`: unbounded) and whether the bound
+    /// includes it.
+    #[inline]
+    fn of_bound(bound: Bound<&'k K>) -> (Option<Self>, bool) {
+        match bound {
+            Bound::Included(k) => (Some(Sought::new(k)), true),
+            Bound::Excluded(k) => (Some(Sought::new(k)), false),
+            Bound::Unbounded => (None, false),
+        }
+    }
 }
 
 /// One step of a descent: go on, or start over from the root.
@@ -554,11 +565,10 @@ impl<K: Key> DeltaTree<K> {
 
     /// The first record whose key lies inside `lower` (and above it).
     pub(crate) fn first_from(&self, lower: Bound<&K>) -> Option<&DeltaRecord<K>> {
-        let (sought, inclusive) = match lower {
-            Bound::Included(k) => (Some(Sought::new(k)), false),
-            Bound::Excluded(k) => (Some(Sought::new(k)), true),
-            Bound::Unbounded => (None, false),
-        };
+        let (sought, includes) = Sought::of_bound(lower);
+        // Records to skip: those below the key, and the key itself if the
+        // bound excludes it.
+        let inclusive = !includes;
         let sought = sought.as_ref();
         'restart: loop {
             let (leaf, v) = self.leaf_for(sought)?;
@@ -608,11 +618,7 @@ impl<K: Key> DeltaTree<K> {
     /// inside `upper`; only the tree's leftmost leaf can hold none, and
     /// then no record is inside `upper`.
     pub(crate) fn last_within(&self, upper: Bound<&K>) -> Option<&DeltaRecord<K>> {
-        let (sought, inclusive) = match upper {
-            Bound::Included(k) => (Some(Sought::new(k)), true),
-            Bound::Excluded(k) => (Some(Sought::new(k)), false),
-            Bound::Unbounded => (None, false),
-        };
+        let (sought, inclusive) = Sought::of_bound(upper);
         let sought = sought.as_ref();
         // Entries of `node` inside `upper`; `None` when a torn read left a
         // hole.

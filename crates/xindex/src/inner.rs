@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::budget::DeltaBudget;
 use crate::config::Config;
-use crate::delta::{Delta, Upserted};
+use crate::delta::{Delta, DeltaRecord, Upserted};
 use crate::group::{Group, Prediction, SCAN_PREFETCH_LINES};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
@@ -575,18 +575,12 @@ impl<K: Key> Inner<K> {
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
-                    let entry = buf.take().expect("buf head exists");
-                    if value.is_none() {
-                        value = entry.value().read();
-                    }
-                    buf = group.buf.next_after(entry);
+                    take_head(&mut buf, &mut value, |e| group.buf.next_after(e));
                 }
                 if tmp_key == Some(smallest) {
-                    let entry = tmp.take().expect("tmp head exists");
-                    if value.is_none() {
-                        value = entry.value().read();
-                    }
-                    tmp = group.tmp().and_then(|t| t.next_after(entry));
+                    take_head(&mut tmp, &mut value, |e| {
+                        group.tmp().and_then(|t| t.next_after(e))
+                    });
                 }
                 if let Some(word) = value {
                     out.push((smallest.clone(), V::from_word(word)));
@@ -673,18 +667,12 @@ impl<K: Key> Inner<K> {
                     };
                 }
                 if buf_key == Some(largest) {
-                    let entry = buf.take().expect("buf head exists");
-                    if value.is_none() {
-                        value = entry.value().read();
-                    }
-                    buf = group.buf.prev_before(entry);
+                    take_head(&mut buf, &mut value, |e| group.buf.prev_before(e));
                 }
                 if tmp_key == Some(largest) {
-                    let entry = tmp.take().expect("tmp head exists");
-                    if value.is_none() {
-                        value = entry.value().read();
-                    }
-                    tmp = group.tmp().and_then(|t| t.prev_before(entry));
+                    take_head(&mut tmp, &mut value, |e| {
+                        group.tmp().and_then(|t| t.prev_before(e))
+                    });
                 }
                 if let Some(word) = value {
                     emit(largest.clone(), V::from_word(word));
@@ -721,6 +709,23 @@ impl<K: Key> Inner<K> {
         });
         found
     }
+}
+
+/// One merge step of a scan for a delta whose head holds the key the step
+/// emits: takes the head's value unless an earlier place in get's order
+/// gave one (a removed copy there reads as none), and moves the head on
+/// with `next` (the record after it, or before it for a reverse scan).
+#[inline(always)]
+fn take_head<'a, K>(
+    head: &mut Option<&'a DeltaRecord<K>>,
+    value: &mut Option<u64>,
+    next: impl FnOnce(&'a DeltaRecord<K>) -> Option<&'a DeltaRecord<K>>,
+) {
+    let entry = head.take().expect("the head holds the key emitted");
+    if value.is_none() {
+        *value = entry.value().read();
+    }
+    *head = next(entry);
 }
 
 /// Appends the live records `at..end` of a sorted array (`keys` and their
