@@ -339,6 +339,11 @@ fn ranges_in_both_directions_agree_in_every_phase_of_a_compaction() {
                 want,
                 "{when}: <= {probe}"
             );
+            assert_eq!(
+                index.upper_bound(std::ops::Bound::Included(&probe)),
+                want,
+                "{when}: upper_bound {probe}"
+            );
             let want = oracle.range(..probe).next_back().map(|(k, v)| (*k, *v));
             assert_eq!(index.range(..probe).next_back(), want, "{when}: < {probe}");
         }
