@@ -524,6 +524,26 @@ impl<K: Key> Group<K> {
         (&self.keys, &self.cells)
     }
 
+    /// Key of record `i` of the array-then-tail order (`i` below the
+    /// summed [`lengths`](Self::lengths)), from this node's own slice for
+    /// an array record: only a tail record needs the shared `Records`
+    /// (one more line to miss).
+    #[inline(always)]
+    pub(crate) fn key_at(&self, i: usize) -> Option<&K> {
+        self.keys.get(i).or_else(|| self.records.key_at(i))
+    }
+
+    /// The value of record `i` of the array-then-tail order (`None` if
+    /// removed), read like [`key_at`](Self::key_at).
+    #[inline(always)]
+    pub(crate) fn read_at(&self, i: usize) -> Option<u64> {
+        if i < self.keys.len() {
+            record_at(&self.cells, i).read()
+        } else {
+            self.records.cell_at(i).read()
+        }
+    }
+
     /// Array and published tail length, like [`Records::lengths`], without
     /// loading the shared `Records` when there is no tail.
     #[inline]

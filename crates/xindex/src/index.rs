@@ -644,7 +644,10 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
 
     fn next(&mut self) -> Option<(K, V)> {
         if self.front.is_empty() && !self.exhausted {
-            let mut batch = Vec::with_capacity(self.front_batch);
+            // The empty deque's buffer becomes the batch's and back again
+            // (both conversions keep the allocation), so a long range
+            // allocates per growth of its batch, not per batch.
+            let mut batch = Vec::from(std::mem::take(&mut self.front));
             match self.index.inner.collect(
                 self.lower.clone(),
                 &self.upper,
@@ -654,7 +657,7 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
                 Some(resume) => self.lower = resume,
                 None => self.exhausted = true,
             }
-            self.front.extend(batch);
+            self.front = VecDeque::from(batch);
             self.front_batch = (self.front_batch * 2).min(RANGE_BATCH);
         }
         // Past the front's last fetch, the rest is what the back fetched.

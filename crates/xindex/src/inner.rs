@@ -30,7 +30,7 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::shard;
 use crate::value::Value;
@@ -504,7 +504,6 @@ impl<K: Key> Inner<K> {
             group.prefetch_delta();
             let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
             let lower_ref = bound_ref(&lower);
-            let records = &group.records;
             let (array_len, tail_len) = group.lengths();
             let end = array_len + tail_len;
             // The run's lines go out with the start's key window, not after
@@ -559,7 +558,7 @@ impl<K: Key> Inner<K> {
                 // One merge step: the smallest of the array (or tail) head
                 // and the two buffered heads.
                 let array_key = (at < end)
-                    .then(|| keys.get(at).or_else(|| records.key_at(at)))
+                    .then(|| group.key_at(at))
                     .flatten()
                     .filter(|k| in_range(k));
                 let Some(smallest) = [array_key, buf_key, tmp_key].into_iter().flatten().min()
@@ -571,7 +570,7 @@ impl<K: Key> Inner<K> {
                 // get's order and skip the rest, so no key repeats.
                 let mut value = None;
                 if array_key == Some(smallest) {
-                    value = records.cell_at(at).read();
+                    value = group.read_at(at);
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
@@ -632,7 +631,6 @@ impl<K: Key> Inner<K> {
                 above_lower(k, lower) && group.pivot.as_ref().is_none_or(|pivot| k >= pivot)
             };
             let upper_ref = bound_ref(&upper);
-            let (keys, cells) = group.arrays();
             let (array_len, tail_len) = group.lengths();
             // Records `0..at` of the array-then-tail order lie inside
             // `upper`: the first index outside it.
@@ -644,11 +642,9 @@ impl<K: Key> Inner<K> {
             let mut buf = group.buf.last_within(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
             loop {
-                // Array records from the group node's own slices; only the
-                // tail's need the shared `Records` (one more line to miss).
                 let array_key = at
                     .checked_sub(1)
-                    .and_then(|i| keys.get(i).or_else(|| group.records.key_at(i)))
+                    .and_then(|i| group.key_at(i))
                     .filter(|k| inside(k));
                 let buf_key = buf.map(|e| e.key()).filter(|k| inside(k));
                 let tmp_key = tmp.map(|e| e.key()).filter(|k| inside(k));
@@ -660,11 +656,7 @@ impl<K: Key> Inner<K> {
                 let mut value = None;
                 if array_key == Some(largest) {
                     at -= 1;
-                    value = if at < keys.len() {
-                        record_at(cells, at).read()
-                    } else {
-                        group.records.cell_at(at).read()
-                    };
+                    value = group.read_at(at);
                 }
                 if buf_key == Some(largest) {
                     take_head(&mut buf, &mut value, |e| group.buf.prev_before(e));
@@ -694,9 +686,7 @@ impl<K: Key> Inner<K> {
             }
         }
     }
-}
 
-impl<K: Key> Inner<K> {
     /// The last live record inside the upper bound `upper` (with
     /// `Included(k)`, a predecessor or floor query): one record of
     /// [`collect_rev`](Self::collect_rev), with no buffer. (An x86-64-v3
