@@ -365,10 +365,18 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
 
 #[test]
 fn random_small_histories_are_linearizable() {
+    for round in super::soak::rounds("random_small_histories_are_linearizable") {
+        small_histories(round);
+    }
+}
+
+/// [`RUNS`] histories: runs `0..RUNS` in round 0, the next `RUNS` in each
+/// later round.
+fn small_histories(round: u64) {
     let clock = AtomicU64::new(0);
     let mut overlapping = 0u64;
     let (mut exchanged, mut inserted) = (0u64, 0u64);
-    for run in 0..RUNS {
+    for run in round * RUNS..(round + 1) * RUNS {
         let events = one_run(run, &clock);
         for e in &events {
             match e.call {

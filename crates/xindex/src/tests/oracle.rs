@@ -326,7 +326,7 @@ fn check_final(index: &XIndex<u64, u64>, oracle: &BTreeMap<u64, u64>) -> Result<
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(160))]
+    #![proptest_config(ProptestConfig::with_cases(super::soak::proptest_cases(160)))]
 
     #[test]
     fn matches_btreemap_with_explicit_maintenance(

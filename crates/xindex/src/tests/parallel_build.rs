@@ -157,6 +157,13 @@ fn a_split_built_on_helper_threads_matches_the_oracle() {
 
 #[test]
 fn splits_built_on_helper_threads_keep_concurrent_writers_and_readers_right() {
+    // Nothing random but the interleaving: a soak repeats it as it is.
+    for _ in super::soak::rounds("splits_built_on_helper_threads_keep_concurrent_writers") {
+        splits_on_helpers_under_writers();
+    }
+}
+
+fn splits_on_helpers_under_writers() {
     // Two writers grow the top group (ascending keys of their own, values
     // rewritten now and then) and write inside the loaded range, a reader
     // checks loaded keys, while a third thread keeps running passes whose

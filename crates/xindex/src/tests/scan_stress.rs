@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::soak;
 use crate::{Config, XIndex};
 
 /// Keys `0..KEYS` step 2 are bulk-loaded, the rest written by the
@@ -25,10 +26,18 @@ fn value_for(key: u64, version: u64) -> u64 {
 
 #[test]
 fn scans_stay_consistent_under_writers_and_maintenance() {
+    for round in soak::rounds("scans_stay_consistent_under_writers_and_maintenance") {
+        scans_under_writers(round);
+    }
+}
+
+fn scans_under_writers(round: u64) {
+    let mut rng = soak::config_rng(round);
     let config = Config {
-        error_bound: 4,
-        delta_threshold: 8,
-        initial_group_size: 64,
+        error_bound: soak::pick(&mut rng, round, &[4, 1, 16]),
+        delta_threshold: soak::pick(&mut rng, round, &[8, 3, 32]),
+        max_models: soak::pick(&mut rng, round, &[4, 1, 2]),
+        initial_group_size: soak::pick(&mut rng, round, &[64, 16, 256]),
         maintenance_interval: Some(Duration::from_millis(1)),
         small_delta_delay: Duration::ZERO,
         // Not starved by the three busy threads of this test.
@@ -42,7 +51,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
         for thread in 0..2u64 {
             let (index, stop) = (&index, &stop);
             s.spawn(move || {
-                let mut rng = ChaCha8Rng::seed_from_u64(thread);
+                let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(thread, round));
                 let mut version = 1;
                 while !stop.load(Ordering::Relaxed) {
                     // Even keys are bulk-loaded (array records); odd ones
@@ -65,7 +74,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
             });
         }
         let forwards = s.spawn(|| {
-            let mut rng = ChaCha8Rng::seed_from_u64(99);
+            let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(99, round));
             let (mut scans, mut out) = (0u64, Vec::new());
             let start = Instant::now();
             while start.elapsed() < RUN {
@@ -97,7 +106,7 @@ fn scans_stay_consistent_under_writers_and_maintenance() {
         // Descending ranges down from a key, and ranges taken from both
         // ends at once: the same checks, mirrored.
         let backwards = s.spawn(|| {
-            let mut rng = ChaCha8Rng::seed_from_u64(98);
+            let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(98, round));
             let mut scans = 0u64;
             let start = Instant::now();
             while start.elapsed() < RUN {

@@ -30,9 +30,16 @@ fn value_of(key: u64) -> u64 {
 
 #[test]
 fn remove_a_insert_b_while_reading() {
+    for round in super::soak::rounds("remove_a_insert_b_while_reading") {
+        shift(round);
+    }
+}
+
+fn shift(round: u64) {
+    let mut rng = super::soak::config_rng(round);
     let config = Config {
-        error_bound: 8,
-        delta_threshold: 64,
+        error_bound: super::soak::pick(&mut rng, round, &[8, 2, 32]),
+        delta_threshold: super::soak::pick(&mut rng, round, &[64, 16, 256]),
         tolerance: 0.25,
         max_models: 4,
         initial_group_size: 512,
@@ -53,7 +60,7 @@ fn remove_a_insert_b_while_reading() {
             let index = &index;
             let writing = &writing;
             s.spawn(move || {
-                let mut rng = ChaCha8Rng::seed_from_u64(reader);
+                let mut rng = ChaCha8Rng::seed_from_u64(super::soak::seed(reader, round));
                 let mut seen = 0u64;
                 while writing.load(Ordering::Relaxed) {
                     let i = rng.random_range(0..N);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::soak;
 use crate::{Config, XIndex};
 
 const THREADS: u64 = 3;
@@ -50,8 +51,8 @@ struct Logged {
     result: Option<u64>,
 }
 
-fn worker(index: &XIndex<u64, u64>, thread: u64) -> Vec<Logged> {
-    let mut rng = ChaCha8Rng::seed_from_u64(thread * 7919 + 1);
+fn worker(index: &XIndex<u64, u64>, thread: u64, round: u64) -> Vec<Logged> {
+    let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(thread * 7919 + 1, round));
     let mut private: BTreeMap<u64, u64> = BTreeMap::new();
     let own_base = PRIVATE_BASE + thread * PRIVATE_KEYS * 4;
     let mut log = Vec::new();
@@ -108,17 +109,29 @@ fn worker(index: &XIndex<u64, u64>, thread: u64) -> Vec<Logged> {
 
 /// Small thresholds, a 1 ms background thread, tails in every group and a
 /// delta budget small enough that writers often run passes themselves.
-fn stress_config() -> Config {
+/// Soak rounds after the first vary the thresholds and the tails.
+fn stress_config(round: u64) -> Config {
+    let mut rng = soak::config_rng(round);
+    let (sequential_capacity, sequential_groups) = soak::pick(
+        &mut rng,
+        round,
+        &[
+            // Tails in every group: the most inserts through the tail lock.
+            (8, crate::SequentialGroups::All),
+            (3, crate::SequentialGroups::All),
+            (0, crate::SequentialGroups::Detected),
+            (64, crate::SequentialGroups::Detected),
+        ],
+    );
     Config {
-        error_bound: 4,
-        delta_threshold: 16,
-        tolerance: 0.25,
-        max_models: 2,
-        initial_group_size: 64,
+        error_bound: soak::pick(&mut rng, round, &[4, 1, 2, 8]),
+        delta_threshold: soak::pick(&mut rng, round, &[16, 8, 32]),
+        tolerance: soak::pick(&mut rng, round, &[0.25, 0.5]),
+        max_models: soak::pick(&mut rng, round, &[2, 1, 4]),
+        initial_group_size: soak::pick(&mut rng, round, &[64, 16]),
         max_root_models: 64,
-        sequential_capacity: 8,
-        // Tails in every group: the most inserts through the tail lock.
-        sequential_groups: crate::SequentialGroups::All,
+        sequential_capacity,
+        sequential_groups,
         maintenance_interval: Some(Duration::from_millis(1)),
         small_delta_delay: Duration::from_millis(2),
         // Small enough that writers often run passes alongside the thread.
@@ -132,12 +145,18 @@ fn stress_config() -> Config {
 
 #[test]
 fn overlapping_writers_with_continuous_maintenance() {
-    let config = stress_config();
+    for round in soak::rounds("overlapping_writers_with_continuous_maintenance") {
+        overlapping_writers(round);
+    }
+}
+
+fn overlapping_writers(round: u64) {
+    let config = stress_config(round);
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
     let index =
         XIndex::bulk_load((0..SHARED_KEYS).step_by(2).map(|k| (k, initial(k))), config).unwrap();
-    let logs: Vec<Vec<Logged>> = with_back_to_back_passes(&index, |t| worker(&index, t));
+    let logs: Vec<Vec<Logged>> = with_back_to_back_passes(&index, |t| worker(&index, t, round));
 
     // Every value ever returned was written to that key by a logged put
     // (or is the key's initial value): nothing invented, nothing torn.
@@ -235,8 +254,8 @@ fn overlapping_writers_with_continuous_maintenance() {
 type ClaimLog = (Vec<u64>, Vec<u64>, Vec<u64>);
 
 /// One thread of [`conditional_writes_with_continuous_maintenance`].
-fn claimer(index: &XIndex<u64, u64>, t: u64, start: std::time::Instant) -> ClaimLog {
-    let mut rng = ChaCha8Rng::seed_from_u64(t * 104_729 + 5);
+fn claimer(index: &XIndex<u64, u64>, t: u64, start: std::time::Instant, round: u64) -> ClaimLog {
+    let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(t * 104_729 + 5, round));
     let mut increments = vec![0u64; COUNTERS as usize];
     let (mut won, mut released) = (Vec::new(), Vec::new());
     let mut holding = std::collections::HashSet::new();
@@ -316,9 +335,17 @@ const CLAIM_BASE: u64 = 2 << 30;
 /// it is held (by the last thread to win it) and 0 if not.
 #[test]
 fn conditional_writes_with_continuous_maintenance() {
-    let index = XIndex::bulk_load((0..SHARED_KEYS).map(|k| (k * 3, k)), stress_config()).unwrap();
+    for round in soak::rounds("conditional_writes_with_continuous_maintenance") {
+        conditional_writes(round);
+    }
+}
+
+fn conditional_writes(round: u64) {
+    let config = stress_config(round);
+    let index = XIndex::bulk_load((0..SHARED_KEYS).map(|k| (k * 3, k)), config).unwrap();
     let start = std::time::Instant::now();
-    let results: Vec<ClaimLog> = with_back_to_back_passes(&index, |t| claimer(&index, t, start));
+    let results: Vec<ClaimLog> =
+        with_back_to_back_passes(&index, |t| claimer(&index, t, start, round));
     for c in 0..COUNTERS {
         let total: u64 = results.iter().map(|(inc, _, _)| inc[c as usize]).sum();
         assert_eq!(
@@ -378,13 +405,20 @@ fn conditional_writes_with_continuous_maintenance() {
 /// once with its last value.
 #[test]
 fn racing_ascending_writers_on_tails() {
+    for round in soak::rounds("racing_ascending_writers_on_tails") {
+        racing_ascending_writers(round);
+    }
+}
+
+fn racing_ascending_writers(round: u64) {
+    let mut rng = soak::config_rng(round);
     for (capacity, groups) in [
         (64, crate::SequentialGroups::Detected),
         (3, crate::SequentialGroups::All),
     ] {
         let config = Config {
-            error_bound: 4,
-            delta_threshold: 32,
+            error_bound: soak::pick(&mut rng, round, &[4, 1, 16]),
+            delta_threshold: soak::pick(&mut rng, round, &[32, 8, 128]),
             initial_group_size: 64,
             sequential_capacity: capacity,
             sequential_groups: groups,
@@ -432,7 +466,7 @@ fn racing_ascending_writers_on_tails() {
                 }
             });
             s.spawn(move || {
-                let mut rng = ChaCha8Rng::seed_from_u64(capacity as u64);
+                let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(capacity as u64, round));
                 while !done.load(Ordering::Relaxed) {
                     let writer = rng.random_range(0..2u64);
                     let j = progress[writer as usize].load(Ordering::Acquire);
