@@ -1387,7 +1387,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::tests::soak::proptest_cases(64)))]
 
         /// Mostly ascending inserts (each a small step above or below the
         /// largest key so far), where the append path and the descent

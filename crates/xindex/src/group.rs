@@ -1091,7 +1091,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::tests::soak::proptest_cases(64)))]
         #[test]
         fn router_predictions_stay_within_their_reach(
             n in 0usize..3000,
@@ -1196,7 +1196,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::tests::soak::proptest_cases(64)))]
         #[test]
         fn lower_bound_matches_partition_point(
             mut keys in proptest::collection::vec(any::<u64>(), 0..300),
@@ -1221,7 +1221,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::tests::soak::proptest_cases(64)))]
         #[test]
         fn search_from_any_prediction_matches_partition_point(
             mut keys in proptest::collection::vec(0u64..200, 0..60),

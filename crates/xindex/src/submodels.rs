@@ -293,7 +293,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::tests::soak::proptest_cases(64)))]
         #[test]
         fn settled_ranges_fit_every_share_as_if_alone(
             keys in record_keys(3000),

@@ -15,7 +15,7 @@ mod poison;
 mod reclamation;
 mod scan_stress;
 mod shift;
-mod soak;
+pub(crate) mod soak;
 mod stress;
 
 use crate::Config;
