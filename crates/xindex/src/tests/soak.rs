@@ -15,8 +15,8 @@
 //! (`soak <test>: round <seed>`; the harness shows it with a failure), and
 //! `LIDX_SOAK_SEED=<seed>` runs that one round again. Without either
 //! variable a test runs round 0 only, whose seeds and configuration are
-//! the ones the suite has always used. `PROPTEST_CASES` scales the oracle
-//! proptests the same way (`proptest_cases`).
+//! the ones the suite has always used. `PROPTEST_CASES` sets how many
+//! cases every proptest of the crate runs (`proptest_cases`).
 
 use std::time::{Duration, Instant};
 
