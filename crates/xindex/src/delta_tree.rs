@@ -1768,6 +1768,7 @@ mod tests {
 
 #[cfg(all(test, xindex_loom))]
 mod loom_tests {
+    use crate::sync::loom_model as model;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -1775,14 +1776,6 @@ mod loom_tests {
 
     fn insert(tree: &DeltaTree<u64>, k: u64) -> bool {
         tree.get_or_insert(&k, || DeltaRecord::removed(k)).created
-    }
-
-    /// Explores every interleaving with at most `bound` preemptions; the
-    /// unbounded models did not finish in 15 minutes.
-    fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(bound);
-        builder.check(f);
     }
 
     /// Runs `a` and `b` on two spawned threads over a tree holding `keys`

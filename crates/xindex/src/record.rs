@@ -865,6 +865,7 @@ mod tests {
 #[cfg(all(test, xindex_loom))]
 mod loom_tests {
     use super::*;
+    use crate::sync::loom_model as model;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -955,17 +956,6 @@ mod loom_tests {
             assert_eq!(cell.read(), Some(winner));
             assert_eq!((seen_a, seen_b), (Some(winner), Some(winner)));
         });
-    }
-
-    /// Explores every interleaving with at most `bound` preemptions:
-    /// enough for these small models, and it keeps the spin loops finite.
-    fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(bound);
-        // A reader spinning on a locked cell takes a branch per turn; the
-        // default of 1000 branches per run is too few for three threads.
-        builder.max_branches = 20_000;
-        builder.check(f);
     }
 
     /// Before the copy phase: a writer through the new pointer record and

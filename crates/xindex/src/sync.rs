@@ -82,3 +82,25 @@ impl Backoff {
         self.inner.snooze();
     }
 }
+
+/// Runs a loom model, exploring every interleaving with at most `bound`
+/// preemptions (enough for the small models of this crate; the unbounded
+/// ones did not finish in 15 minutes, and the bound keeps spin loops
+/// finite), plus `LIDX_LOOM_EXTRA_PREEMPTIONS` for a deeper, much longer
+/// run outside the suite.
+#[cfg(all(test, xindex_loom))]
+pub(crate) fn loom_model(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let extra: usize = std::env::var("LIDX_LOOM_EXTRA_PREEMPTIONS")
+        .map(|extra| {
+            extra.trim().parse().unwrap_or_else(|_| {
+                panic!("LIDX_LOOM_EXTRA_PREEMPTIONS must be a count, not {extra:?}")
+            })
+        })
+        .unwrap_or(0);
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(bound + extra);
+    // A reader spinning on a locked cell takes a branch per turn; the
+    // default of 1000 branches per run is too few for three threads.
+    builder.max_branches = 20_000;
+    builder.check(f);
+}
