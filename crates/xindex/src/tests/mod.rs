@@ -97,5 +97,22 @@ pub(crate) fn settle<K: lidx_core::Key, V: crate::Value>(index: &crate::XIndex<K
             return;
         }
     }
-    panic!("maintenance did not settle: {:?}", index.stats());
+    // What one more pass still changes, to tell which policy oscillates.
+    let before = index.stats();
+    index.maintain_now();
+    let after = index.stats();
+    let moved = |a: u64, b: u64| b - a;
+    panic!(
+        "maintenance did not settle; one more pass made {} compactions, {} model splits, \
+         {} model merges, {} group splits, {} group merges, {} root updates ({} -> {} groups); \
+         before it: {before:?}\nafter it: {after:?}",
+        moved(before.compactions, after.compactions),
+        moved(before.model_splits, after.model_splits),
+        moved(before.model_merges, after.model_merges),
+        moved(before.group_splits, after.group_splits),
+        moved(before.group_merges, after.group_merges),
+        moved(before.root_updates, after.root_updates),
+        before.group_count(),
+        after.group_count(),
+    );
 }

@@ -123,7 +123,7 @@ fn stress_config(round: u64) -> Config {
             (64, crate::SequentialGroups::Detected),
         ],
     );
-    Config {
+    let config = Config {
         error_bound: soak::pick(&mut rng, round, &[4, 1, 2, 8]),
         delta_threshold: soak::pick(&mut rng, round, &[16, 8, 32]),
         tolerance: soak::pick(&mut rng, round, &[0.25, 0.5]),
@@ -140,7 +140,11 @@ fn stress_config(round: u64) -> Config {
         // budget makes them help.
         maintenance_nice: Config::default().maintenance_nice,
         build_threads: Config::default().build_threads,
+    };
+    if round != 0 {
+        eprintln!("round {round}: {config:?}");
     }
+    config
 }
 
 #[test]
