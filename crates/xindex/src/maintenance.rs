@@ -1553,8 +1553,8 @@ mod tests {
 
     /// Two neighbouring one-model groups over evenly spaced keys, whose
     /// arrays together fit one line exactly, but whose live records do
-    /// not: six keys removed from the middle of the first (still in its array), or
-    /// three appended to the second's tail. A merge would build a group
+    /// not: six keys removed from the middle of the first (still in its
+    /// array), or three appended to the second's tail. A merge would build a group
     /// over the live records that breaks the error bound, which the next
     /// pass would split again; with nothing written, that went on for
     /// ever. Merges fit what they would build now, so neither pair merges

@@ -97,7 +97,8 @@ pub(crate) fn pick<T: Copy>(rng: &mut ChaCha8Rng, round: u64, choices: &[T]) -> 
 }
 
 /// Proptest cases: `default`, or `PROPTEST_CASES` when set (proptest reads
-/// it only for a default configuration, and the oracle tests set theirs).
+/// it only for a default configuration, and this crate's proptests set
+/// their own).
 pub(crate) fn proptest_cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
