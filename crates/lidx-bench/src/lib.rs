@@ -4,7 +4,6 @@
 //! generator used by `lidx bench`, `lidx demo` and `lidx report`.
 #![warn(missing_docs)]
 
-pub mod alloc;
 pub mod build_info;
 pub mod datasets;
 pub mod engine;

@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
+use lidx_core::counting_alloc as alloc;
 use lidx_core::{Error, Result};
 
 use crate::datasets;
 use crate::engine::{BenchEngine, EngineFactory};
 use crate::results::{Header, Results, Row};
 use crate::workload::{self, Expect, Op, Prepared, Step, WorkloadSpec, value_matches_key};
-use crate::{alloc, build_info, registry};
+use crate::{build_info, registry};
 
 /// In the latency half of a stream, one operation in this many is timed.
 const LATENCY_SAMPLE_EVERY: usize = 8;

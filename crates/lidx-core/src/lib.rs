@@ -11,6 +11,7 @@
 
 pub mod background;
 pub mod checksum;
+pub mod counting_alloc;
 pub mod cpu;
 pub mod cpu_cache;
 pub mod error;

@@ -16,7 +16,7 @@ mod air;
 mod replay;
 
 #[global_allocator]
-static ALLOC: lidx_bench::alloc::CountingAlloc = lidx_bench::alloc::CountingAlloc;
+static ALLOC: lidx_core::counting_alloc::CountingAlloc = lidx_core::counting_alloc::CountingAlloc;
 
 /// Learned indexes as storage engines: benchmarks, data and tools.
 #[derive(Parser)]

@@ -1,10 +1,11 @@
-//! A counting global allocator, so the runner can report how many heap
-//! bytes an engine holds.
+//! A counting global allocator, so the benchmark runner can report how many
+//! heap bytes an engine holds and tests can check that memory stays
+//! bounded.
 //!
 //! Install it in a binary with
-//! `#[global_allocator] static A: lidx_bench::alloc::CountingAlloc = lidx_bench::alloc::CountingAlloc;`.
+//! `#[global_allocator] static A: lidx_core::counting_alloc::CountingAlloc = lidx_core::counting_alloc::CountingAlloc;`.
 //! When it is not installed, [`live_bytes`] stays at zero and [`is_active`]
-//! is false, and the runner reports memory as 0.
+//! is false (the runner then reports memory as 0).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
