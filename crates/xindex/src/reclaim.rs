@@ -332,13 +332,45 @@ impl Reclaimer {
     /// no thread can be inside one of its operations any more: `&mut`
     /// proves it. The passes also run the flag closures left deferred, so
     /// the collector holds nothing once the last thread's cached handle
-    /// lets it go.
+    /// lets it go; the calling thread's goes here.
     pub(crate) fn release_all(&mut self) {
         let limbo = std::mem::take(self.limbo.get_mut());
         drop(limbo);
         for _ in 0..RELEASE_ALL_PASSES {
             self.advance();
         }
+        self.unregister_this_thread();
+    }
+
+    /// Drops the calling thread's cached registration with this collector,
+    /// if it has one. A registration keeps its collector allocated (a few
+    /// KiB): without this, a thread that builds, uses and drops indexes
+    /// one after another would keep the last [`CACHED_HANDLES`] dropped
+    /// ones' collectors until it exits. Other threads' registrations go
+    /// when they are evicted or the thread exits.
+    fn unregister_this_thread(&self) {
+        // Inside a pin through a cached handle (an index dropped by a
+        // destructor crossbeam runs), or with the cache borrowed or gone,
+        // the registration is left to eviction or the thread's exit.
+        if PINNING.with(Cell::get) {
+            return;
+        }
+        let _ = HANDLES.try_with(|handles| {
+            let Ok(mut cached) = handles.0.try_borrow_mut() else {
+                return;
+            };
+            let Some(at) = cached.iter().position(|h| h.collector() == &self.collector) else {
+                return;
+            };
+            if FRONT.with(Cell::get).0 == self.id {
+                FRONT.with(|front| front.set((0, std::ptr::null())));
+            }
+            let handle = cached.remove(at);
+            // Unborrowed first: dropping the handle pins one last time,
+            // which may run destructors that pin.
+            drop(cached);
+            drop(handle);
+        });
     }
 }
 
@@ -576,5 +608,45 @@ mod tests {
             }
         }
         assert_eq!(HANDLES.with(|h| h.0.borrow().len()), CACHED_HANDLES);
+    }
+
+    fn registered_here(reclaimer: &Reclaimer) -> bool {
+        HANDLES.with(|h| {
+            h.0.borrow()
+                .iter()
+                .any(|handle| handle.collector() == &reclaimer.collector)
+        })
+    }
+
+    #[test]
+    fn the_dropping_thread_lets_its_registration_go_and_keeps_the_others() {
+        // On a thread of its own: the cache starts empty.
+        std::thread::spawn(|| {
+            let (mut older, mut front) = (Reclaimer::new(), Reclaimer::new());
+            drop(older.pin());
+            drop(front.pin());
+            assert!(registered_here(&older) && registered_here(&front));
+            assert_eq!(FRONT.with(Cell::get).0, front.id);
+
+            // The other registration stays, and pins through it.
+            older.release_all();
+            assert!(!registered_here(&older) && registered_here(&front));
+            drop(front.pin());
+            assert_eq!(FRONT.with(Cell::get).0, front.id);
+            assert_eq!(HANDLES.with(|h| h.0.borrow().len()), 1);
+
+            // The front is cleared with it.
+            front.release_all();
+            assert!(!registered_here(&front));
+            assert_eq!(FRONT.with(Cell::get), (0, std::ptr::null()));
+            assert_eq!(HANDLES.with(|h| h.0.borrow().len()), 0);
+
+            // A third collector registers as usual afterwards.
+            let next = Reclaimer::new();
+            next.synchronize();
+            assert!(registered_here(&next));
+        })
+        .join()
+        .unwrap();
     }
 }

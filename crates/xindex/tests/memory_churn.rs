@@ -1,0 +1,426 @@
+//! Memory stays bounded while an index churns.
+//!
+//! Two writers keep the number of live keys constant (each step removes
+//! one key and inserts a new one) while a reader runs and maintenance
+//! compacts, splits and merges behind them; a sampler records the heap
+//! (this binary counts every allocation, `CountingAlloc`). Nothing may
+//! grow with the number of steps: not the arrays' regions (rebuilt when
+//! half empty), the group nodes' blocks (slots reused), the deltas (a
+//! byte budget) nor the retired groups and roots waiting for their epoch.
+//!
+//! Two ways keys arrive: a sliding window (each writer removes its oldest
+//! key and inserts one at random in a window that moves up, so the key
+//! range moves on for good: groups empty at the bottom and fill at the
+//! top, a distribution shift that never stops) and uniform churn in a
+//! fixed range (a random key out, a random key in).
+//!
+//! `LIDX_SOAK_SECS=N` runs each scenario for about N seconds instead of a
+//! fixed number of steps:
+//!
+//! ```sh
+//! LIDX_SOAK_SECS=300 cargo test --release -p lidx-xindex --test memory_churn -- --nocapture
+//! ```
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lidx_core::counting_alloc::{CountingAlloc, live_bytes};
+use lidx_core::huge_pages::HUGE_PAGE;
+use lidx_xindex::{Config, XIndex};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Every thread of this binary allocates through one counter: the tests
+/// take turns, or each would count the other's memory.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const WRITERS: u64 = 2;
+/// Live keys per writer.
+const LIVE_PER_WRITER: usize = 50_000;
+/// Steps per writer without `LIDX_SOAK_SECS`: the sliding window moves
+/// past its whole live set three times.
+const STEPS: usize = 3 * LIVE_PER_WRITER;
+/// Spacing of a writer's keys (before the writer's bit is added): the
+/// window holds `LIVE_PER_WRITER * SPACING` candidates, one in 16 live.
+const SPACING: u64 = 16;
+
+#[derive(Clone, Copy, Debug)]
+enum Arrivals {
+    /// Remove the oldest key; insert one at random in a window moving up.
+    SlidingWindow,
+    /// Remove a random key; insert one at random in a fixed range.
+    Uniform,
+}
+
+/// One writer's keys: its own residue class (`x * WRITERS + id`), so the
+/// writers never touch each other's keys and each knows exactly which of
+/// its keys are live.
+struct Writer {
+    id: u64,
+    /// Live keys, oldest first.
+    live: VecDeque<u64>,
+    present: HashSet<u64>,
+    rng: ChaCha8Rng,
+}
+
+impl Writer {
+    fn new(id: u64, seed: u64) -> Self {
+        // Reserved up front, so that the test's own memory does not grow
+        // during the run.
+        let mut live = VecDeque::with_capacity(LIVE_PER_WRITER + 1);
+        let mut present = HashSet::with_capacity(2 * LIVE_PER_WRITER);
+        for i in 0..LIVE_PER_WRITER as u64 {
+            let key = i * SPACING * WRITERS + id;
+            live.push_back(key);
+            present.insert(key);
+        }
+        Writer {
+            id,
+            live,
+            present,
+            rng: ChaCha8Rng::seed_from_u64(seed ^ id),
+        }
+    }
+
+    /// A key of this writer's not live now, for step `step`.
+    fn fresh_key(&mut self, arrivals: Arrivals, step: u64) -> u64 {
+        let span = LIVE_PER_WRITER as u64 * SPACING;
+        let low = match arrivals {
+            Arrivals::SlidingWindow => step * SPACING,
+            Arrivals::Uniform => 0,
+        };
+        loop {
+            let key = self.rng.random_range(low..low + span) * WRITERS + self.id;
+            if !self.present.contains(&key) {
+                return key;
+            }
+        }
+    }
+
+    fn step(&mut self, index: &XIndex<u64, u64>, arrivals: Arrivals, step: u64) {
+        let gone = match arrivals {
+            Arrivals::SlidingWindow => self.live.pop_front(),
+            Arrivals::Uniform => {
+                let at = self.rng.random_range(0..self.live.len());
+                self.live.swap_remove_back(at)
+            }
+        }
+        .expect("a writer always holds live keys");
+        self.present.remove(&gone);
+        assert_eq!(index.remove(&gone), Some(gone), "live key {gone} lost");
+        let key = self.fresh_key(arrivals, step);
+        assert_eq!(index.insert(key, key), None, "key {key} was not live");
+        self.live.push_back(key);
+        self.present.insert(key);
+    }
+}
+
+/// How long a scenario runs: a number of steps, or a time when soaking.
+#[derive(Clone, Copy)]
+enum Length {
+    Steps(usize),
+    Until(Instant),
+}
+
+impl Length {
+    fn from_env() -> Self {
+        match std::env::var("LIDX_SOAK_SECS") {
+            Ok(secs) => {
+                let secs: u64 = secs.trim().parse().unwrap_or_else(|_| {
+                    panic!("LIDX_SOAK_SECS must be a number of seconds, not {secs:?}")
+                });
+                Length::Until(Instant::now() + Duration::from_secs(secs))
+            }
+            Err(_) => Length::Steps(STEPS),
+        }
+    }
+
+    fn goes_on(&self, step: usize) -> bool {
+        match self {
+            Length::Steps(steps) => step < *steps,
+            Length::Until(deadline) => step == 0 || Instant::now() < *deadline,
+        }
+    }
+}
+
+/// Makes the one-time allocations the standard library keeps for a thread
+/// (its list of thread-local destructors, registered at the first pin of
+/// an index; the scoped-thread machinery's), so that they are not counted
+/// as the index's.
+fn warm_up_this_thread() {
+    let index = XIndex::bulk_load([(1u64, 1u64)], Config::default()).expect("one key");
+    std::thread::scope(|scope| {
+        scope.spawn(|| index.get(&1));
+    });
+    assert_eq!(index.get(&1), Some(1));
+}
+
+/// Heap bytes above `base`.
+fn heap_above(base: i64) -> usize {
+    (live_bytes() - base).max(0) as usize
+}
+
+/// Runs maintenance until it finds nothing to do (deltas compacted, sparse
+/// regions rebuilt, retired memory freed).
+fn settle(index: &XIndex<u64, u64>) {
+    let mut quiet_passes = 0;
+    for _ in 0..200 {
+        if index.maintain_now() {
+            quiet_passes = 0;
+        } else {
+            quiet_passes += 1;
+            // Retired memory is freed a pass or two after its epoch ends.
+            if quiet_passes == 3 {
+                return;
+            }
+        }
+    }
+    panic!("maintenance did not settle in 200 passes");
+}
+
+struct Measured {
+    /// The index's heap right after its bulk load.
+    loaded: usize,
+    /// Highest heap sampled in the first and second half of the run.
+    peak_first_half: usize,
+    peak_second_half: usize,
+    /// After the writers stopped and maintenance settled.
+    settled: usize,
+    /// A fresh bulk load of the final live keys.
+    fresh: usize,
+    /// The group nodes' blocks at the end: those of the most groups alive
+    /// at once during the run (slots are reused, blocks kept).
+    node_blocks: usize,
+    steps: usize,
+    soaked: bool,
+}
+
+fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
+    let length = Length::from_env();
+    let mut writers: Vec<Writer> = (0..WRITERS).map(|id| Writer::new(id, seed)).collect();
+    warm_up_this_thread();
+    let base = live_bytes();
+    let mut initial: Vec<u64> = writers
+        .iter()
+        .flat_map(|w| w.live.iter().copied())
+        .collect();
+    initial.sort_unstable();
+    let index = XIndex::bulk_load(initial.iter().map(|&k| (k, k)), config.clone())
+        .expect("bulk load of sorted keys");
+    drop(initial);
+    let loaded = heap_above(base);
+
+    let done = AtomicBool::new(false);
+    // Steps done by the slowest writer, and the writers' highest step.
+    let progress: Vec<AtomicUsize> = (0..WRITERS).map(|_| AtomicUsize::new(0)).collect();
+    let top = AtomicU64::new(0);
+    let halves = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let steps = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let started = Instant::now();
+            while !done.load(Ordering::Acquire) {
+                let reached = progress
+                    .iter()
+                    .map(|p| p.load(Ordering::Relaxed))
+                    .min()
+                    .unwrap_or(0);
+                let half = match length {
+                    Length::Steps(steps) => usize::from(2 * reached >= steps),
+                    Length::Until(deadline) => {
+                        usize::from(Instant::now() + started.elapsed() >= deadline)
+                    }
+                };
+                halves[half].fetch_max(heap_above(base), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let reader = scope.spawn(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+            let mut hits = 0u64;
+            while !done.load(Ordering::Acquire) {
+                let high = top.load(Ordering::Relaxed).max(1);
+                let key = rng.random_range(0..high);
+                if let Some(value) = index.get(&key) {
+                    assert_eq!(value, key, "value of another key");
+                    hits += 1;
+                }
+            }
+            hits
+        });
+        let steps: Vec<usize> = std::thread::scope(|writing| {
+            let handles: Vec<_> = writers
+                .iter_mut()
+                .zip(&progress)
+                .map(|(writer, progress)| {
+                    let (index, top) = (&index, &top);
+                    writing.spawn(move || {
+                        let mut step = 0;
+                        while length.goes_on(step) {
+                            writer.step(index, arrivals, step as u64);
+                            step += 1;
+                            progress.store(step, Ordering::Relaxed);
+                            let span = LIVE_PER_WRITER as u64 * SPACING;
+                            let high = match arrivals {
+                                Arrivals::SlidingWindow => step as u64 * SPACING + span,
+                                Arrivals::Uniform => span,
+                            };
+                            top.fetch_max(high * WRITERS, Ordering::Relaxed);
+                        }
+                        step
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        done.store(true, Ordering::Release);
+        sampler.join().unwrap();
+        assert!(reader.join().unwrap() > 0, "the reader found no key");
+        steps
+    });
+
+    // Every live key is there with its value, and nothing else.
+    let mut live: Vec<u64> = writers
+        .iter()
+        .flat_map(|w| w.live.iter().copied())
+        .collect();
+    live.sort_unstable();
+    assert_eq!(index.len(), live.len());
+    for &key in &live {
+        assert_eq!(index.get(&key), Some(key), "live key {key} missing");
+    }
+    let listed: Vec<u64> = index.range(..).map(|(k, _)| k).collect();
+    assert!(listed == live, "a range over the index lists other keys");
+    drop(listed);
+
+    settle(&index);
+    let settled = heap_above(base);
+    let before_fresh = live_bytes();
+    let fresh_index =
+        XIndex::bulk_load(live.iter().map(|&k| (k, k)), config).expect("bulk load of sorted keys");
+    let fresh = heap_above(before_fresh);
+    drop(fresh_index);
+    drop(live);
+    let stats = index.stats();
+    drop(index);
+    let (nodes, deltas) = (stats.node_block_bytes, stats.delta_bytes);
+    let measured = Measured {
+        loaded,
+        peak_first_half: halves[0].load(Ordering::Relaxed),
+        peak_second_half: halves[1].load(Ordering::Relaxed),
+        settled,
+        fresh,
+        node_blocks: nodes,
+        steps: steps.iter().sum(),
+        soaked: matches!(length, Length::Until(_)),
+    };
+    let (groups, splits, merges) = (stats.group_count(), stats.group_splits, stats.group_merges);
+    let (regions, arrays) = (stats.array_region_bytes, stats.array_live_bytes);
+    drop((stats, steps, progress));
+    // Before printing: captured output is heap too.
+    let after_drop = live_bytes() - base;
+    eprintln!(
+        "{arrivals:?}: {} steps; heap KiB: loaded {}, peak 1st half {}, 2nd half {}, \
+         settled {}, fresh load of the same keys {}; {groups} groups, {splits} group splits, \
+         {merges} merges, regions {} KiB for {} KiB of arrays, node blocks {} KiB, deltas {} KiB",
+        measured.steps,
+        measured.loaded >> 10,
+        measured.peak_first_half >> 10,
+        measured.peak_second_half >> 10,
+        measured.settled >> 10,
+        measured.fresh >> 10,
+        regions >> 10,
+        arrays >> 10,
+        nodes >> 10,
+        deltas >> 10,
+    );
+    assert_eq!(after_drop, 0, "dropping the index left heap bytes behind");
+    measured
+}
+
+/// The bounds every scenario must meet, from the crate's guarantees
+/// (README, "Guarantees").
+fn assert_bounded(m: &Measured, config: &Config) {
+    // Array regions hold at most about twice the live arrays plus the
+    // current region's unused end: a region of at most `LARGEST_REGION`.
+    let region = 2 * HUGE_PAGE;
+    // Settled: regions as above, group nodes in the blocks of the most
+    // groups alive at once, and everything else as in a fresh load.
+    let settled_bound = 2 * m.fresh + region + m.node_blocks;
+    assert!(
+        m.settled <= settled_bound,
+        "a settled index holds {} KiB, bound {} KiB (a fresh load of its keys {} KiB)",
+        m.settled >> 10,
+        settled_bound >> 10,
+        m.fresh >> 10
+    );
+    // Running, besides: the deltas up to their budget, and one more
+    // region (one just gone sparse, whose arrays the next pass moves, or
+    // arrays retired but not yet past their epoch).
+    let running_bound =
+        2 * m.fresh.max(m.loaded) + 2 * region + m.node_blocks + config.delta_budget_bytes;
+    for (half, peak) in [("first", m.peak_first_half), ("second", m.peak_second_half)] {
+        assert!(
+            peak <= running_bound,
+            "{half} half: heap reached {} KiB, bound {} KiB",
+            peak >> 10,
+            running_bound >> 10
+        );
+    }
+    // And nothing grows with time: over a soak's minutes, the second half
+    // needs no more than the first. (A run of the suite's length is too
+    // short for its first half to reach the steady state.)
+    if m.soaked {
+        assert!(
+            m.peak_second_half <= m.peak_first_half + m.peak_first_half / 8 + (1 << 20),
+            "heap grew: peak {} KiB in the first half, {} KiB in the second",
+            m.peak_first_half >> 10,
+            m.peak_second_half >> 10
+        );
+    }
+}
+
+/// The paper's thresholds, with passes and small-delta compaction often
+/// enough that a short run sees many of them, and a delta budget small
+/// enough to matter.
+fn busy_defaults() -> Config {
+    Config {
+        maintenance_interval: Some(Duration::from_millis(5)),
+        small_delta_delay: Duration::from_millis(50),
+        delta_budget_bytes: 4 << 20,
+        ..Config::default()
+    }
+}
+
+/// Tiny thresholds: many small groups, split and merged all the time.
+fn tiny_thresholds() -> Config {
+    Config {
+        error_bound: 4,
+        delta_threshold: 16,
+        max_models: 2,
+        initial_group_size: 64,
+        ..busy_defaults()
+    }
+}
+
+#[test]
+fn a_sliding_window_of_keys_runs_in_bounded_memory() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for config in [busy_defaults(), tiny_thresholds()] {
+        let m = churn(Arrivals::SlidingWindow, config.clone(), 1);
+        assert_bounded(&m, &config);
+    }
+}
+
+#[test]
+fn uniform_churn_runs_in_bounded_memory() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for config in [busy_defaults(), tiny_thresholds()] {
+        let m = churn(Arrivals::Uniform, config.clone(), 2);
+        assert_bounded(&m, &config);
+    }
+}
