@@ -22,7 +22,6 @@
 //! ```
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,10 +34,6 @@ use rand_chacha::ChaCha8Rng;
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// Every thread of this binary allocates through one counter: the tests
-/// take turns, or each would count the other's memory.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 const WRITERS: u64 = 2;
 /// Live keys per writer.
 const LIVE_PER_WRITER: usize = 50_000;
@@ -48,6 +43,10 @@ const STEPS: usize = 3 * LIVE_PER_WRITER;
 /// Spacing of a writer's keys (before the writer's bit is added): the
 /// window holds `LIVE_PER_WRITER * SPACING` candidates, one in 16 live.
 const SPACING: u64 = 16;
+/// Heap bytes the lock library may keep after an index is dropped.
+const LOCK_TABLE_SLACK: i64 = 4 << 10;
+/// The heap's peaks are kept per tenth of a run.
+const TENTHS: usize = 10;
 
 #[derive(Clone, Copy, Debug)]
 enum Arrivals {
@@ -186,9 +185,8 @@ fn settle(index: &XIndex<u64, u64>) {
 struct Measured {
     /// The index's heap right after its bulk load.
     loaded: usize,
-    /// Highest heap sampled in the first and second half of the run.
-    peak_first_half: usize,
-    peak_second_half: usize,
+    /// Highest heap sampled in each tenth of the run.
+    peaks: [usize; TENTHS],
     /// After the writers stopped and maintenance settled.
     settled: usize,
     /// A fresh bulk load of the final live keys.
@@ -219,7 +217,7 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     // Steps done by the slowest writer, and the writers' highest step.
     let progress: Vec<AtomicUsize> = (0..WRITERS).map(|_| AtomicUsize::new(0)).collect();
     let top = AtomicU64::new(0);
-    let halves = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let peaks: [AtomicUsize; TENTHS] = std::array::from_fn(|_| AtomicUsize::new(0));
     let steps = std::thread::scope(|scope| {
         let sampler = scope.spawn(|| {
             let started = Instant::now();
@@ -229,13 +227,15 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
                     .map(|p| p.load(Ordering::Relaxed))
                     .min()
                     .unwrap_or(0);
-                let half = match length {
-                    Length::Steps(steps) => usize::from(2 * reached >= steps),
+                let part = match length {
+                    Length::Steps(steps) => reached as f64 / steps as f64,
                     Length::Until(deadline) => {
-                        usize::from(Instant::now() + started.elapsed() >= deadline)
+                        let whole = deadline.saturating_duration_since(started);
+                        started.elapsed().as_secs_f64() / whole.as_secs_f64().max(1e-9)
                     }
                 };
-                halves[half].fetch_max(heap_above(base), Ordering::Relaxed);
+                let tenth = ((part * TENTHS as f64) as usize).min(TENTHS - 1);
+                peaks[tenth].fetch_max(heap_above(base), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
@@ -310,8 +310,7 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     let (nodes, deltas) = (stats.node_block_bytes, stats.delta_bytes);
     let measured = Measured {
         loaded,
-        peak_first_half: halves[0].load(Ordering::Relaxed),
-        peak_second_half: halves[1].load(Ordering::Relaxed),
+        peaks: peaks.each_ref().map(|p| p.load(Ordering::Relaxed)),
         settled,
         fresh,
         node_blocks: nodes,
@@ -324,13 +323,12 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     // Before printing: captured output is heap too.
     let after_drop = live_bytes() - base;
     eprintln!(
-        "{arrivals:?}: {} steps; heap KiB: loaded {}, peak 1st half {}, 2nd half {}, \
+        "{arrivals:?}: {} steps; heap KiB: loaded {}, peaks by tenth of the run {:?}, \
          settled {}, fresh load of the same keys {}; {groups} groups, {splits} group splits, \
          {merges} merges, regions {} KiB for {} KiB of arrays, node blocks {} KiB, deltas {} KiB",
         measured.steps,
         measured.loaded >> 10,
-        measured.peak_first_half >> 10,
-        measured.peak_second_half >> 10,
+        measured.peaks.map(|p| p >> 10),
         measured.settled >> 10,
         measured.fresh >> 10,
         regions >> 10,
@@ -338,7 +336,13 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
         nodes >> 10,
         deltas >> 10,
     );
-    assert_eq!(after_drop, 0, "dropping the index left heap bytes behind");
+    // Not quite zero: parking_lot (the index's locks) keeps a process-wide
+    // table for the threads that park, sized for the most of them alive
+    // at once, which grows and never shrinks (1 KiB for four or five).
+    assert!(
+        (0..=LOCK_TABLE_SLACK).contains(&after_drop),
+        "dropping the index left {after_drop} heap bytes behind"
+    );
     measured
 }
 
@@ -358,15 +362,18 @@ fn assert_bounded(m: &Measured, config: &Config) {
         settled_bound >> 10,
         m.fresh >> 10
     );
-    // Running, besides: the deltas up to their budget, and one more
-    // region (one just gone sparse, whose arrays the next pass moves, or
-    // arrays retired but not yet past their epoch).
+    // Running: a pass retires the arrays and deltas of the groups it
+    // rebuilds, freed only after the next epoch barrier, so until then
+    // they come on top of their replacements: arrays (and the regions
+    // they keep) up to twice, the deltas up to twice their budget. One
+    // more region may have just gone sparse, its arrays waiting for the
+    // next pass to move them.
     let running_bound =
-        2 * m.fresh.max(m.loaded) + 2 * region + m.node_blocks + config.delta_budget_bytes;
-    for (half, peak) in [("first", m.peak_first_half), ("second", m.peak_second_half)] {
+        4 * m.fresh.max(m.loaded) + 2 * region + m.node_blocks + 2 * config.delta_budget_bytes;
+    for (tenth, &peak) in m.peaks.iter().enumerate() {
         assert!(
             peak <= running_bound,
-            "{half} half: heap reached {} KiB, bound {} KiB",
+            "tenth {tenth} of the run: heap reached {} KiB, bound {} KiB",
             peak >> 10,
             running_bound >> 10
         );
@@ -374,12 +381,14 @@ fn assert_bounded(m: &Measured, config: &Config) {
     // And nothing grows with time: over a soak's minutes, the second half
     // needs no more than the first. (A run of the suite's length is too
     // short for its first half to reach the steady state.)
+    let (first, second) = m.peaks.split_at(TENTHS / 2);
+    let (first, second) = (first.iter().max().unwrap(), second.iter().max().unwrap());
     if m.soaked {
         assert!(
-            m.peak_second_half <= m.peak_first_half + m.peak_first_half / 8 + (1 << 20),
+            *second <= first + first / 8 + (1 << 20),
             "heap grew: peak {} KiB in the first half, {} KiB in the second",
-            m.peak_first_half >> 10,
-            m.peak_second_half >> 10
+            first >> 10,
+            second >> 10
         );
     }
 }
@@ -407,20 +416,15 @@ fn tiny_thresholds() -> Config {
     }
 }
 
+/// One test for all scenarios: every thread of this binary allocates
+/// through one counter, so nothing else may run beside them, not even the
+/// harness reporting another test's end.
 #[test]
-fn a_sliding_window_of_keys_runs_in_bounded_memory() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for config in [busy_defaults(), tiny_thresholds()] {
-        let m = churn(Arrivals::SlidingWindow, config.clone(), 1);
-        assert_bounded(&m, &config);
-    }
-}
-
-#[test]
-fn uniform_churn_runs_in_bounded_memory() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for config in [busy_defaults(), tiny_thresholds()] {
-        let m = churn(Arrivals::Uniform, config.clone(), 2);
-        assert_bounded(&m, &config);
+fn churn_runs_in_bounded_memory() {
+    for (arrivals, seed) in [(Arrivals::SlidingWindow, 1), (Arrivals::Uniform, 2)] {
+        for config in [busy_defaults(), tiny_thresholds()] {
+            let m = churn(arrivals, config.clone(), seed);
+            assert_bounded(&m, &config);
+        }
     }
 }
