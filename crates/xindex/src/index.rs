@@ -289,8 +289,11 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// does: `f` gets the current value (`None`: absent) and returns the
     /// new one (`Some(None)` removes the key) or `None` to stop. Returns
     /// `Ok` with the value `f` replaced, or `Err` with the value `f`
-    /// declined. `f` may run more than once when writers race. Each
-    /// attempt's read and exchange share one route to the key's group.
+    /// declined. `f` may run more than once when writers race. It runs
+    /// outside the index's epoch pin, so it may take its time without
+    /// holding up maintenance, and may call this index, writes included
+    /// (a write to `key` itself makes the exchange fail and `f` run
+    /// again with the value found).
     ///
     /// ```
     /// # use lidx_xindex::{Config, XIndex};

@@ -361,36 +361,29 @@ impl<K: Key> Inner<K> {
         pub(crate) fn update(&self, key: &K, f: &mut dyn FnMut(Option<u64>) -> Option<Option<u64>>) -> Result<Option<u64>, Option<u64>> => update_x86_64_v3, update_baseline, update_portable;
     }
 
-    /// [`update`](Self::update) for the build's baseline target. The read
-    /// and the exchange share one pin and one route (a `get` and a
-    /// `compare_exchange` would each route again), except when `f` turns
-    /// an absent key into a value: that insert takes the put's path,
-    /// unpinned, as `exchange` does.
+    /// [`update`](Self::update) for the build's baseline target: a read,
+    /// then exchanges until one succeeds or `f` declines. `f` runs with the
+    /// thread unpinned. A closure that inserts into this index may wait
+    /// for an epoch barrier (an insert over the delta budget runs a pass),
+    /// which waits for every pinned thread: run inside the read's pin, it
+    /// would wait for itself. A slow closure holds up no barrier either.
+    /// (Reading and exchanging inside one pin saved a route per attempt,
+    /// about a tenth of an increment's time, session 47; not worth a
+    /// closure that must not write.)
     #[inline(always)]
     pub(crate) fn update_portable(
         &self,
         key: &K,
         f: &mut dyn FnMut(Option<u64>) -> Option<Option<u64>>,
     ) -> Result<Option<u64>, Option<u64>> {
-        // The value a failed attempt found, for the next call of `f`.
-        let mut found: Option<Option<u64>> = None;
+        let mut current = self.get_portable(key);
         loop {
-            let guard = self.reclaimer.pin();
-            let group = self.root(&guard).route(key, &guard);
-            let current = found.unwrap_or_else(|| read_in_group(group, key));
             let Some(new) = f(current) else {
                 return Err(current);
             };
-            let result = if current.is_none() && new.is_some() {
-                // Unpinned first: the put's path may wait for a barrier.
-                drop(guard);
-                self.exchange_portable(key, current, new)
-            } else {
-                self.exchange_existing(group, key, current, new)
-            };
-            match result {
+            match self.exchange_portable(key, current, new) {
                 Ok(replaced) => return Ok(replaced),
-                Err(now) => found = Some(now),
+                Err(now) => current = now,
             }
         }
     }

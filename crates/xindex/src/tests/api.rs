@@ -208,6 +208,50 @@ fn calls_from_a_thread_pinned_elsewhere_do_not_wait_for_themselves() {
     }
 }
 
+/// Runs `f` on a thread of its own and fails if it has not returned
+/// within a generous time (a deadlock would otherwise hang the suite).
+fn within_seconds<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("did not return: waiting for itself?")
+}
+
+#[test]
+fn a_fetch_update_closure_may_write_to_the_same_index() {
+    // The closure's inserts go over the delta budget, so they run passes
+    // whose epoch barriers wait for every thread pinned on the index: a
+    // closure run while its own call held a pin would wait for itself.
+    let index = std::sync::Arc::new(
+        XIndex::<u64, u64>::new(Config {
+            delta_budget_bytes: 1 << 10,
+            ..tiny_config()
+        })
+        .unwrap(),
+    );
+    let inner = std::sync::Arc::clone(&index);
+    let result = within_seconds(60, move || {
+        let mut calls = 0u64;
+        let result = inner.fetch_update(&1, |now| {
+            calls += 1;
+            for k in 0..2_000u64 {
+                inner.insert(10 + k * 7 + calls, k);
+            }
+            // And a nested conditional write to the key being updated:
+            // the outer attempt then finds it changed and runs again.
+            if calls == 1 {
+                assert_eq!(inner.fetch_update(&1, |_| Some(Some(5))), Ok(None));
+            }
+            Some(Some(now.unwrap_or(0) + 1))
+        });
+        (result, calls)
+    });
+    assert_eq!(result, (Ok(Some(5)), 2));
+    assert_eq!(index.get(&1), Some(6));
+    assert!(index.stats().budget_waits > 0, "inserts ran passes inline");
+    assert_eq!(index.len(), 1 + 4_000);
+}
+
 #[test]
 fn empty_index_accepts_everything() {
     let index = XIndex::<u64, u64>::new(tiny_config()).unwrap();
