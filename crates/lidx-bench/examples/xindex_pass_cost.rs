@@ -1,5 +1,11 @@
-//! Probe: how long one maintenance pass takes on a bulk-loaded index after
-//! a few writes (the background pass's cost under a steady write load).
+//! How long a maintenance pass takes on a bulk-loaded index: one after a
+//! thousand random inserts (it compacts the deltas they filled, and tests
+//! every pair of mergeable neighbours), and the next, which only walks.
+//! A background pass runs every 20 ms under a steady write load; this is
+//! the share of a core it takes.
+//!
+//! `cargo run --release -p lidx-bench --example xindex_pass_cost [-- DATASET [KEYS]]`
+//! (default: `lognormal`, 1M keys).
 use std::time::Instant;
 
 use lidx_bench::datasets::load_u64;
