@@ -12,10 +12,21 @@
 //! Linux gives every thread its own nice value (`setpriority(2)` on a
 //! thread id); elsewhere these functions do nothing.
 
+use std::cell::Cell;
 use std::io;
+use std::time::Duration;
 
 /// Most a nice value can be: the lowest scheduling priority.
 pub const LOWEST_NICE: u8 = 19;
+
+/// How long [`yield_while_waiting`] sleeps on a lowered thread.
+const LOWERED_WAIT: Duration = Duration::from_micros(20);
+
+thread_local! {
+    /// Whether [`lower_current_thread`] left this thread below the default
+    /// priority (nice above 0).
+    static LOWERED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Lowers the calling thread's scheduling priority to at least nice
 /// `nice` (0 to [`LOWEST_NICE`]); a thread already at that nice value or
@@ -29,7 +40,35 @@ pub fn lower_current_thread(nice: u8) -> io::Result<Option<i32>> {
             format!("nice value {nice} is above {LOWEST_NICE}"),
         ));
     }
-    imp::lower(i32::from(nice))
+    let now = imp::lower(i32::from(nice))?;
+    LOWERED.with(|lowered| lowered.set(now.is_some_and(|n| n > 0)));
+    Ok(now)
+}
+
+/// Whether [`lower_current_thread`] left the calling thread below the
+/// default priority.
+pub fn is_current_thread_lowered() -> bool {
+    LOWERED.with(Cell::get)
+}
+
+/// Gives up the CPU while waiting for another thread (a lock holder, an
+/// epoch barrier): [`std::thread::yield_now`] on a thread at the default
+/// priority, a short sleep on one [`lower_current_thread`] lowered.
+///
+/// A lowered thread must not yield in a wait loop. Under Linux's EEVDF
+/// scheduler (6.6 on) a yield moves the thread's virtual deadline one time
+/// slice later, scaled by the inverse of its weight: at nice 10 about ten
+/// slices. On a machine whose cores are busy with other work at the
+/// default priority, a background thread that yielded a few dozen times
+/// waited seconds for the CPU, holding up every thread waiting for it
+/// (measured with XIndex-R's maintenance thread, session 50). A sleeping
+/// thread keeps its place and runs soon after it wakes.
+pub fn yield_while_waiting() {
+    if is_current_thread_lowered() {
+        std::thread::sleep(LOWERED_WAIT);
+    } else {
+        std::thread::yield_now();
+    }
 }
 
 /// The calling thread's nice value (`None` where threads have none).
@@ -115,6 +154,41 @@ mod tests {
         }
         // The spawning thread is untouched.
         assert_eq!(current_thread_nice().unwrap(), before);
+    }
+
+    #[test]
+    fn a_thread_knows_it_was_lowered_and_waits_by_sleeping() {
+        assert!(!is_current_thread_lowered());
+        let (lowered, waited) = std::thread::spawn(|| {
+            let nice = lower_current_thread(5).unwrap();
+            let started = std::time::Instant::now();
+            yield_while_waiting();
+            ((nice, is_current_thread_lowered()), started.elapsed())
+        })
+        .join()
+        .unwrap();
+        if cfg!(target_os = "linux") {
+            assert!(lowered.1, "nice {:?}", lowered.0);
+            // It slept: a sleep lasts at least as long as asked.
+            assert!(waited >= LOWERED_WAIT, "{waited:?}");
+        } else {
+            assert!(!lowered.1);
+        }
+        // Asking for nice 0 lowers nothing.
+        let at_zero = std::thread::spawn(|| {
+            lower_current_thread(0).unwrap();
+            is_current_thread_lowered()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            at_zero,
+            current_thread_nice().unwrap().is_some_and(|n| n > 0)
+        );
+        assert!(
+            !is_current_thread_lowered(),
+            "the spawning thread is untouched"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
 use lidx_core::Key;
 use lidx_core::prefetch::prefetch_slice;
 use lidx_core::search::partition_by;
@@ -33,6 +33,7 @@ use crate::reclaim::Reclaimer;
 use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
 use crate::root::Root;
 use crate::shard;
+use crate::sync::Backoff;
 use crate::value::Value;
 
 /// Keys per software-pipelined batch of [`Inner::get_many`]: enough misses

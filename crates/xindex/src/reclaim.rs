@@ -312,10 +312,16 @@ impl Reclaimer {
             // closures that expired.
             self.advance();
             rounds += 1;
-            if rounds < 64 {
-                std::thread::yield_now();
+            if rounds < BARRIER_SPINS {
+                std::hint::spin_loop();
             } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
+                // Sleeps, never `yield_now`: under EEVDF (Linux 6.6 on)
+                // each yield pushes the thread's virtual deadline a slice
+                // further, scaled by its low weight at `maintenance_nice`,
+                // so a yielding maintenance thread on a machine busy with
+                // other work went without the CPU for seconds, while the
+                // writers over the delta budget waited for its lock.
+                std::thread::sleep(std::time::Duration::from_micros(20));
             }
         }
         self.free_expired();
@@ -373,6 +379,11 @@ impl Reclaimer {
         });
     }
 }
+
+/// Epoch advances a barrier tries back to back before it starts sleeping
+/// between tries: most barriers pass within a few (no operation in flight
+/// lasts long).
+const BARRIER_SPINS: u32 = 64;
 
 /// Collections run when an index is dropped: three advance the epoch past
 /// every deferred flag closure, and each runs up to eight bags of 64.

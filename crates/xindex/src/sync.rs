@@ -56,20 +56,26 @@ pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<parking_lot::MutexGuard<'_, T>
 }
 
 /// Waiting for another thread to leave a short critical section: spins a
-/// few times, then yields the CPU, so a thread that was descheduled inside
+/// few times, then gives up the CPU, so a thread that was descheduled inside
 /// the section (with every core busy, e.g. next to the maintenance thread)
 /// gets to finish it instead of being spun against for a whole time slice.
+/// The maintenance thread, at a lowered priority, sleeps instead of
+/// yielding ([`lidx_core::background::yield_while_waiting`]).
 pub(crate) struct Backoff {
     #[cfg(not(xindex_loom))]
-    inner: crossbeam_utils::Backoff,
+    step: std::cell::Cell<u32>,
 }
+
+/// Spin rounds before a [`Backoff`] gives up the CPU: 1, 2, 4, … 64 spins.
+#[cfg(not(xindex_loom))]
+const SPIN_ROUNDS: u32 = 7;
 
 impl Backoff {
     #[inline]
     pub(crate) fn new() -> Self {
         Backoff {
             #[cfg(not(xindex_loom))]
-            inner: crossbeam_utils::Backoff::new(),
+            step: std::cell::Cell::new(0),
         }
     }
 
@@ -79,7 +85,17 @@ impl Backoff {
         #[cfg(xindex_loom)]
         loom::thread::yield_now();
         #[cfg(not(xindex_loom))]
-        self.inner.snooze();
+        {
+            let step = self.step.get();
+            if step < SPIN_ROUNDS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+                self.step.set(step + 1);
+            } else {
+                lidx_core::background::yield_while_waiting();
+            }
+        }
     }
 }
 

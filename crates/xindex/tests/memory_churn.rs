@@ -25,6 +25,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lidx_core::Key;
 use lidx_core::counting_alloc::{CountingAlloc, live_bytes};
 use lidx_core::huge_pages::HUGE_PAGE;
 use lidx_xindex::{Config, XIndex};
@@ -54,6 +55,28 @@ enum Arrivals {
     SlidingWindow,
     /// Remove a random key; insert one at random in a fixed range.
     Uniform,
+}
+
+/// Keys the churn runs on, made from the writers' integer ids, in the
+/// same order.
+trait ChurnKey: Key + Send + Sync + 'static {
+    fn of(id: u64) -> Self;
+}
+
+impl ChurnKey for u64 {
+    fn of(id: u64) -> Self {
+        id
+    }
+}
+
+/// Byte strings sharing a long prefix, each its own allocation: a key the
+/// index failed to drop, or dropped twice, shows in the count.
+impl ChurnKey for Vec<u8> {
+    fn of(id: u64) -> Self {
+        let mut key = b"tenant/0042/item/".to_vec();
+        key.extend_from_slice(&id.to_be_bytes());
+        key
+    }
 }
 
 /// One writer's keys: its own residue class (`x * WRITERS + id`), so the
@@ -101,7 +124,7 @@ impl Writer {
         }
     }
 
-    fn step(&mut self, index: &XIndex<u64, u64>, arrivals: Arrivals, step: u64) {
+    fn step<K: ChurnKey>(&mut self, index: &XIndex<K, u64>, arrivals: Arrivals, step: u64) {
         let gone = match arrivals {
             Arrivals::SlidingWindow => self.live.pop_front(),
             Arrivals::Uniform => {
@@ -111,9 +134,17 @@ impl Writer {
         }
         .expect("a writer always holds live keys");
         self.present.remove(&gone);
-        assert_eq!(index.remove(&gone), Some(gone), "live key {gone} lost");
+        assert_eq!(
+            index.remove(&K::of(gone)),
+            Some(gone),
+            "live key {gone} lost"
+        );
         let key = self.fresh_key(arrivals, step);
-        assert_eq!(index.insert(key, key), None, "key {key} was not live");
+        assert_eq!(
+            index.insert(K::of(key), key),
+            None,
+            "key {key} was not live"
+        );
         self.live.push_back(key);
         self.present.insert(key);
     }
@@ -166,7 +197,7 @@ fn heap_above(base: i64) -> usize {
 
 /// Runs maintenance until it finds nothing to do (deltas compacted, sparse
 /// regions rebuilt, retired memory freed).
-fn settle(index: &XIndex<u64, u64>) {
+fn settle<K: Key>(index: &XIndex<K, u64>) {
     let mut quiet_passes = 0;
     for _ in 0..200 {
         if index.maintain_now() {
@@ -198,7 +229,7 @@ struct Measured {
     soaked: bool,
 }
 
-fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
+fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     let length = Length::from_env();
     let mut writers: Vec<Writer> = (0..WRITERS).map(|id| Writer::new(id, seed)).collect();
     warm_up_this_thread();
@@ -208,7 +239,7 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
         .flat_map(|w| w.live.iter().copied())
         .collect();
     initial.sort_unstable();
-    let index = XIndex::bulk_load(initial.iter().map(|&k| (k, k)), config.clone())
+    let index = XIndex::bulk_load(initial.iter().map(|&k| (K::of(k), k)), config.clone())
         .expect("bulk load of sorted keys");
     drop(initial);
     let loaded = heap_above(base);
@@ -245,7 +276,7 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
             while !done.load(Ordering::Acquire) {
                 let high = top.load(Ordering::Relaxed).max(1);
                 let key = rng.random_range(0..high);
-                if let Some(value) = index.get(&key) {
+                if let Some(value) = index.get(&K::of(key)) {
                     assert_eq!(value, key, "value of another key");
                     hits += 1;
                 }
@@ -291,17 +322,24 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     live.sort_unstable();
     assert_eq!(index.len(), live.len());
     for &key in &live {
-        assert_eq!(index.get(&key), Some(key), "live key {key} missing");
+        assert_eq!(index.get(&K::of(key)), Some(key), "live key {key} missing");
     }
-    let listed: Vec<u64> = index.range(..).map(|(k, _)| k).collect();
+    // Keys order as their ids do: values listed in key order are the ids.
+    let listed: Vec<u64> = index
+        .range(..)
+        .map(|(k, v)| {
+            assert!(k == K::of(v), "key and value of {v} do not match");
+            v
+        })
+        .collect();
     assert!(listed == live, "a range over the index lists other keys");
     drop(listed);
 
     settle(&index);
     let settled = heap_above(base);
     let before_fresh = live_bytes();
-    let fresh_index =
-        XIndex::bulk_load(live.iter().map(|&k| (k, k)), config).expect("bulk load of sorted keys");
+    let fresh_index = XIndex::bulk_load(live.iter().map(|&k| (K::of(k), k)), config)
+        .expect("bulk load of sorted keys");
     let fresh = heap_above(before_fresh);
     drop(fresh_index);
     drop(live);
@@ -323,9 +361,10 @@ fn churn(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     // Before printing: captured output is heap too.
     let after_drop = live_bytes() - base;
     eprintln!(
-        "{arrivals:?}: {} steps; heap KiB: loaded {}, peaks by tenth of the run {:?}, \
+        "{arrivals:?}, {} keys: {} steps; heap KiB: loaded {}, peaks by tenth of the run {:?}, \
          settled {}, fresh load of the same keys {}; {groups} groups, {splits} group splits, \
          {merges} merges, regions {} KiB for {} KiB of arrays, node blocks {} KiB, deltas {} KiB",
+        std::any::type_name::<K>(),
         measured.steps,
         measured.loaded >> 10,
         measured.peaks.map(|p| p >> 10),
@@ -423,8 +462,11 @@ fn tiny_thresholds() -> Config {
 fn churn_runs_in_bounded_memory() {
     for (arrivals, seed) in [(Arrivals::SlidingWindow, 1), (Arrivals::Uniform, 2)] {
         for config in [busy_defaults(), tiny_thresholds()] {
-            let m = churn(arrivals, config.clone(), seed);
+            let m = churn::<u64>(arrivals, config.clone(), seed);
             assert_bounded(&m, &config);
         }
+        let config = busy_defaults();
+        let m = churn::<Vec<u8>>(arrivals, config.clone(), seed);
+        assert_bounded(&m, &config);
     }
 }
