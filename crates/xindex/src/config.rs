@@ -72,9 +72,13 @@ pub struct Config {
     /// turns with them and slows every operation on its core; at a lower
     /// one it compacts in their idle time, and `delta_budget_bytes` bounds
     /// how far it can fall behind (writers over it run maintenance
-    /// themselves, at their own priority). 0 keeps the priority of the
-    /// thread that built the index. Not in the paper, whose background
-    /// threads had cores of their own. Default 10.
+    /// themselves, at their own priority, once the pass it is running
+    /// ends). While it waits for other threads (an epoch barrier, a node
+    /// lock) it sleeps instead of yielding, so that other work on a busy
+    /// machine cannot starve it for seconds while writers wait for it
+    /// (`lidx_core::background::yield_while_waiting`). 0 keeps the
+    /// priority of the thread that built the index. Not in the paper,
+    /// whose background threads had cores of their own. Default 10.
     pub maintenance_nice: u8,
     /// Threads a bulk load, and a maintenance pass splitting a group into
     /// many parts, may use to fit and build groups (each thread gets at
