@@ -3,7 +3,7 @@
 //! The map must stay correct throughout and the structure must follow
 //! (groups split for B, A's emptied groups merge).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -55,10 +55,13 @@ fn shift(round: u64) {
     let index = XIndex::bulk_load((0..N).map(|i| (key_a(i), value_of(key_a(i)))), config).unwrap();
     let groups_before = index.stats().group_count();
     let writing = AtomicBool::new(true);
+    // Readers that have found a key: the shift starts once both have, so
+    // their reads overlap it however late the scheduler starts them.
+    let ready = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for reader in 0..2u64 {
             let index = &index;
-            let writing = &writing;
+            let (writing, ready) = (&writing, &ready);
             s.spawn(move || {
                 let mut rng = ChaCha8Rng::seed_from_u64(super::soak::seed(reader, round));
                 let mut seen = 0u64;
@@ -73,6 +76,9 @@ fn shift(round: u64) {
                     if let Some(v) = index.get(&key) {
                         assert_eq!(v, value_of(key), "key {key}");
                         seen += 1;
+                        if seen == 1 {
+                            ready.fetch_add(1, Ordering::Release);
+                        }
                     }
                     if i % 64 == 0 {
                         let mut out = Vec::new();
@@ -98,6 +104,9 @@ fn shift(round: u64) {
                 }
                 assert!(seen > 0);
             });
+        }
+        while ready.load(Ordering::Acquire) < 2 {
+            std::thread::sleep(Duration::from_micros(100));
         }
         // Interleave the shift: remove A from both ends while inserting B.
         for i in 0..N {
