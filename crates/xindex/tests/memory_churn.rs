@@ -12,7 +12,9 @@
 //! key and inserts one at random in a window that moves up, so the key
 //! range moves on for good: groups empty at the bottom and fill at the
 //! top, a distribution shift that never stops) and uniform churn in a
-//! fixed range (a random key out, a random key in).
+//! fixed range (a random key out, a random key in); `u64` keys at the
+//! paper's thresholds and at tiny ones, and byte-string keys (each its
+//! own allocation, so a key dropped twice or never shows in the count).
 //!
 //! `LIDX_SOAK_SECS=N` runs each scenario for about N seconds instead of a
 //! fixed number of steps:

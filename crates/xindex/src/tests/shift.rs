@@ -105,7 +105,10 @@ fn shift(round: u64) {
                 assert!(seen > 0);
             });
         }
-        while ready.load(Ordering::Acquire) < 2 {
+        // Bounded: a reader that panicked before it found a key never
+        // counts, and its panic is reported when the scope ends.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ready.load(Ordering::Acquire) < 2 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
         }
         // Interleave the shift: remove A from both ends while inserting B.
