@@ -7,29 +7,13 @@
 //! `cargo run --release -p lidx-bench --example xindex_churn_reads [-- DATASET]`
 //! (default `osm`).
 
+mod common;
+
+use common::lookups_per_sec;
 use lidx_bench::datasets::load_u64;
 use lidx_xindex::{Config, XIndex};
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
-
-/// Million gets per second of random `keys`, best of five passes.
-fn rate(index: &XIndex<u64, u64>, keys: &[u64]) -> f64 {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-    let probes: Vec<u64> = (0..2_000_000)
-        .map(|_| keys[rng.random_range(0..keys.len())])
-        .collect();
-    let mut best = 0f64;
-    for _ in 0..5 {
-        let t = Instant::now();
-        let mut found = 0usize;
-        for k in &probes {
-            found += index.get(k).is_some() as usize;
-        }
-        assert_eq!(found, probes.len());
-        best = best.max(probes.len() as f64 / t.elapsed().as_secs_f64());
-    }
-    best / 1e6
-}
 
 fn main() -> lidx_core::Result<()> {
     let spec = std::env::args().nth(1).unwrap_or("osm".into());
@@ -68,8 +52,8 @@ fn main() -> lidx_core::Result<()> {
     sorted.sort_unstable();
     let fresh = XIndex::bulk_load(sorted.iter().map(|&k| (k, k)), Config::default())?;
     for r in 0..3 {
-        let a = rate(&index, &live);
-        let b = rate(&fresh, &live);
+        let a = lookups_per_sec(&index, &live, 5) / 1e6;
+        let b = lookups_per_sec(&fresh, &live, 5) / 1e6;
         println!(
             "round {r}: churned {a:.2} Mops/s, fresh {b:.2}, ratio {:.2}",
             a / b

@@ -8,29 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::lookups_per_sec;
 use lidx_bench::keygen::{Distribution, generate};
 use lidx_xindex::{Config, XIndex};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-
-fn lookups_per_sec(index: &XIndex<u64, u64>, keys: &[u64], rounds: usize) -> f64 {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-    let probes: Vec<u64> = (0..2_000_000)
-        .map(|_| keys[rng.random_range(0..keys.len())])
-        .collect();
-    let mut best = 0f64;
-    for _ in 0..rounds {
-        let started = Instant::now();
-        let mut found = 0usize;
-        for k in &probes {
-            found += index.get(k).is_some() as usize;
-        }
-        let rate = probes.len() as f64 / started.elapsed().as_secs_f64();
-        assert_eq!(found, probes.len(), "keys of B missing");
-        best = best.max(rate);
-    }
-    best
-}
 
 fn summary(index: &XIndex<u64, u64>) -> String {
     let s = index.stats();
