@@ -2,6 +2,8 @@
 //! the background maintenance thread it owns.
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::iter::FusedIterator;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -322,6 +324,12 @@ impl<K: Key, V: Value> XIndex<K, V> {
             .map_err(back)
     }
 
+    /// Whether `key` is present: [`get`](Self::get) without the value.
+    #[inline]
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.inner.get(key).is_some()
+    }
+
     /// Live keys (exact when no operation is in flight).
     pub fn len(&self) -> usize {
         self.inner.len.get()
@@ -378,20 +386,27 @@ impl<K: Key, V: Value> XIndex<K, V> {
         }
     }
 
+    /// Every record, in key order: [`range(..)`](Self::range), with its
+    /// consistency (not an atomic snapshot). Also what `for (k, v) in
+    /// &index` iterates.
+    pub fn iter(&self) -> Range<'_, K, V> {
+        self.range(..)
+    }
+
     /// The record with the smallest key inside the lower bound `bound`
     /// (`Included(k)`: the first key `>= k`, a successor query;
     /// `Unbounded`: the first record), as `crossbeam_skiplist::SkipMap`
-    /// names it: `range((bound, Unbounded)).next()` without the
-    /// iterator's buffer. As a [`scan`](Self::scan) of one record: the
+    /// names it: `range((bound, Unbounded)).next()` without allocating.
+    /// As a [`scan`](Self::scan) of one record: the
     /// record returned was present with that value at some instant during
     /// the call, and no key between the bound and it was present
     /// throughout the call (one inserted or removed meanwhile may or may
     /// not be seen).
     pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
-        let mut found = Vec::with_capacity(1);
+        let mut found = None;
         self.inner
             .collect(bound.cloned(), &Bound::Unbounded, 1, &mut found);
-        found.pop()
+        found
     }
 
     /// The record with the largest key inside the upper bound `bound`
@@ -618,6 +633,23 @@ impl Worker {
     }
 }
 
+impl<'a, K: Key, V: Value> IntoIterator for &'a XIndex<K, V> {
+    type Item = (K, V);
+    type IntoIter = Range<'a, K, V>;
+
+    fn into_iter(self) -> Range<'a, K, V> {
+        self.iter()
+    }
+}
+
+/// Formats the records as a map, as `BTreeMap` does (read by
+/// [`iter`](XIndex::iter): not an atomic snapshot while writers run).
+impl<K: Key, V: Value + fmt::Debug> fmt::Debug for XIndex<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
 /// Iterator over a key range of an [`XIndex`]; see [`XIndex::range`].
 ///
 /// Each end fetches batches under its own epoch pin and narrows the range
@@ -667,6 +699,10 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
         self.front.pop_front().or_else(|| self.back.pop_back())
     }
 }
+
+/// Once `next` or `next_back` returned `None`, both ends are drained and
+/// no fetch runs again.
+impl<K: Key, V: Value> FusedIterator for Range<'_, K, V> {}
 
 impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
     fn next_back(&mut self) -> Option<(K, V)> {

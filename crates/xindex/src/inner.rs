@@ -30,7 +30,7 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
 use crate::root::Root;
 use crate::shard;
 use crate::sync::Backoff;
@@ -480,7 +480,7 @@ impl<K: Key> Inner<K> {
         lower: Bound<K>,
         upper: &Bound<K>,
         limit: usize,
-        out: &mut Vec<(K, V)>,
+        out: &mut impl Collector<K, V>,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(lower);
@@ -489,7 +489,7 @@ impl<K: Key> Inner<K> {
         let root = self.root(&guard);
         let mut lower = lower;
         let mut taken = 0usize;
-        let out_start = out.len();
+        let out_start = out.count();
         loop {
             let (group, group_end) = match &lower {
                 Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
@@ -537,11 +537,13 @@ impl<K: Key> Inner<K> {
                         + partition_by(&keys[at..span_end], |k| {
                             in_range(k) && first_buffered.is_none_or(|b| k < b)
                         });
-                    copy_array_run(keys, cells, at, run_end, out);
+                    out.copy_run(keys, cells, at, run_end);
                     at = run_end;
-                    taken = out.len() - out_start;
+                    taken = out.count() - out_start;
                     if taken == limit {
-                        let (key, _) = out.last().expect("the run took the limit's last record");
+                        let key = out
+                            .last_key()
+                            .expect("the run took the limit's last record");
                         return Some(Bound::Excluded(key.clone()));
                     }
                     if run_end < span_end {
@@ -576,7 +578,7 @@ impl<K: Key> Inner<K> {
                     });
                 }
                 if let Some(word) = value {
-                    out.push((smallest.clone(), V::from_word(word)));
+                    out.push(smallest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
                         return Some(Bound::Excluded(smallest.clone()));
@@ -710,6 +712,66 @@ fn take_head<'a, K>(
         *value = entry.value().read();
     }
     *head = next(entry);
+}
+
+/// Where [`Inner::collect`] puts the records it takes, in key order: a
+/// `Vec` for scans and ranges, an `Option` for the one record of a
+/// successor query (which then allocates nothing).
+pub(crate) trait Collector<K, V> {
+    /// Records taken so far (a `Vec` counts what it held before too).
+    fn count(&self) -> usize;
+    /// The key of the last record taken.
+    fn last_key(&self) -> Option<&K>;
+    /// Takes one record.
+    fn push(&mut self, key: K, value: V);
+    /// Takes the live records `at..end` of a sorted array (`keys` and
+    /// their `cells`); `collect` never passes more than it may still take.
+    fn copy_run(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize);
+}
+
+impl<K: Key, V: Value> Collector<K, V> for Vec<(K, V)> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn last_key(&self) -> Option<&K> {
+        self.last().map(|(k, _)| k)
+    }
+
+    fn push(&mut self, key: K, value: V) {
+        Vec::push(self, (key, value));
+    }
+
+    fn copy_run(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize) {
+        copy_array_run(keys, cells, at, end, self);
+    }
+}
+
+/// Holds at most one record: `collect` with a limit of one.
+impl<K: Key, V: Value> Collector<K, V> for Option<(K, V)> {
+    fn count(&self) -> usize {
+        usize::from(self.is_some())
+    }
+
+    fn last_key(&self) -> Option<&K> {
+        self.as_ref().map(|(k, _)| k)
+    }
+
+    fn push(&mut self, key: K, value: V) {
+        debug_assert!(self.is_none(), "a limit of one takes one record");
+        *self = Some((key, value));
+    }
+
+    fn copy_run(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize) {
+        // The run is at most one record long (the limit is one); reading
+        // on past a removed one would not hurt either.
+        for (i, key) in keys[at..end].iter().enumerate() {
+            if let Some(word) = record_at(cells, at + i).read() {
+                self.push(key.clone(), V::from_word(word));
+                return;
+            }
+        }
+    }
 }
 
 /// Appends the live records `at..end` of a sorted array (`keys` and their

@@ -187,7 +187,10 @@ fn run(
                 prop_assert_eq!(index.insert(k, v), oracle.insert(k, v), "{:?}", op)
             }
             Op::Remove(k) => prop_assert_eq!(index.remove(&k), oracle.remove(&k), "{:?}", op),
-            Op::Get(k) => prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op),
+            Op::Get(k) => {
+                prop_assert_eq!(index.get(&k), oracle.get(&k).copied(), "{:?}", op);
+                prop_assert_eq!(index.contains_key(&k), oracle.contains_key(&k), "{:?}", op);
+            }
             Op::TryInsert(k, v) => {
                 let want = try_insert_into(oracle, k, v).map_or(Ok(()), Err);
                 prop_assert_eq!(index.try_insert(k, v), want, "{:?}", op);
@@ -314,6 +317,16 @@ fn check_final(index: &XIndex<u64, u64>, oracle: &BTreeMap<u64, u64>) -> Result<
     let mut down: Vec<(u64, u64)> = index.range(..).rev().collect();
     down.reverse();
     prop_assert_eq!(&down, &want);
+    prop_assert_eq!(&index.iter().collect::<Vec<_>>(), &want);
+    prop_assert_eq!(&index.into_iter().collect::<Vec<_>>(), &want);
+    prop_assert_eq!(format!("{index:?}"), format!("{oracle:?}"));
+    // Fused: once drained from either end, both ends stay empty.
+    let mut drained = index.iter();
+    drained.by_ref().for_each(drop);
+    prop_assert_eq!((drained.next(), drained.next_back()), (None, None));
+    let mut drained = index.iter();
+    drained.by_ref().rev().for_each(drop);
+    prop_assert_eq!((drained.next_back(), drained.next()), (None, None));
     prop_assert_eq!(
         (index.first_key_value(), index.last_key_value()),
         (want.first().copied(), want.last().copied())
