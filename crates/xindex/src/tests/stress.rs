@@ -8,6 +8,8 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use lidx_core::Key;
+
 use super::soak;
 use crate::{Config, XIndex};
 
@@ -51,14 +53,35 @@ struct Logged {
     result: Option<u64>,
 }
 
-fn worker(index: &XIndex<u64, u64>, thread: u64, round: u64) -> Vec<Logged> {
+/// The key type a stress run uses, from the logical `u64` key the logs
+/// record (order-preserving, so ranges by logical key are ranges by key).
+trait StressKey: Key {
+    fn of(n: u64) -> Self;
+}
+
+impl StressKey for u64 {
+    fn of(n: u64) -> Self {
+        n
+    }
+}
+
+/// Byte strings sharing their first eight bytes (`user/000`), so every
+/// delta-tree comparison ties on the ordered prefix its nodes keep and
+/// falls through to the records' full keys.
+impl StressKey for Vec<u8> {
+    fn of(n: u64) -> Self {
+        format!("user/{n:012}").into_bytes()
+    }
+}
+
+fn worker<K: StressKey>(index: &XIndex<K, u64>, thread: u64, round: u64) -> Vec<Logged> {
     let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(thread * 7919 + 1, round));
     let mut private: BTreeMap<u64, u64> = BTreeMap::new();
     let own_base = PRIVATE_BASE + thread * PRIVATE_KEYS * 4;
     let mut log = Vec::new();
     // Run at least OPS operations and until maintenance has made several
     // passes under this load (bounded, in case the machine is starved).
-    let passes = |i: &XIndex<u64, u64>| i.inner().counters.passes.load(Ordering::Relaxed);
+    let passes = |i: &XIndex<K, u64>| i.inner().counters.passes.load(Ordering::Relaxed);
     let started = std::time::Instant::now();
     let enough = |seq: u64| {
         seq >= OPS
@@ -73,11 +96,12 @@ fn worker(index: &XIndex<u64, u64>, thread: u64, round: u64) -> Vec<Logged> {
             // Keys only this thread touches behave exactly like a map.
             let key = own_base + rng.random_range(0..PRIVATE_KEYS) * 3;
             let value = encode(thread, seq, key & 0xfffff);
+            let k = K::of(key);
             match roll {
-                0..=4 => assert_eq!(index.insert(key, value), private.insert(key, value)),
-                5..=6 => assert_eq!(index.remove(&key), private.remove(&key)),
+                0..=4 => assert_eq!(index.insert(k, value), private.insert(key, value)),
+                5..=6 => assert_eq!(index.remove(&k), private.remove(&key)),
                 _ => assert_eq!(
-                    index.get(&key),
+                    index.get(&k),
                     private.get(&key).copied(),
                     "private key {key}"
                 ),
@@ -85,13 +109,14 @@ fn worker(index: &XIndex<u64, u64>, thread: u64, round: u64) -> Vec<Logged> {
             continue;
         }
         let key = rng.random_range(0..SHARED_KEYS);
+        let k = K::of(key);
         let (kind, result) = match roll {
             0..=4 => {
                 let value = encode(thread, seq, key);
-                (Kind::Put(value), index.insert(key, value))
+                (Kind::Put(value), index.insert(k, value))
             }
-            5..=6 => (Kind::Remove, index.remove(&key)),
-            _ => (Kind::Get, index.get(&key)),
+            5..=6 => (Kind::Remove, index.remove(&k)),
+            _ => (Kind::Get, index.get(&k)),
         };
         log.push(Logged {
             seq,
@@ -102,7 +127,7 @@ fn worker(index: &XIndex<u64, u64>, thread: u64, round: u64) -> Vec<Logged> {
     }
     // Leave the private keys in place for the final check.
     for (key, value) in private {
-        assert_eq!(index.get(&key), Some(value));
+        assert_eq!(index.get(&K::of(key)), Some(value), "private key {key}");
     }
     log
 }
@@ -150,16 +175,29 @@ fn stress_config(round: u64) -> Config {
 #[test]
 fn overlapping_writers_with_continuous_maintenance() {
     for round in soak::rounds("overlapping_writers_with_continuous_maintenance") {
-        overlapping_writers(round);
+        overlapping_writers::<u64>(round);
     }
 }
 
-fn overlapping_writers(round: u64) {
+/// The same with byte-string keys: their arrays hold pointers to heap
+/// keys that retired groups keep until reclaimed, and their delta trees
+/// compare through records once the stored prefixes tie.
+#[test]
+fn overlapping_writers_with_byte_string_keys() {
+    for round in soak::rounds("overlapping_writers_with_byte_string_keys") {
+        overlapping_writers::<Vec<u8>>(round);
+    }
+}
+
+fn overlapping_writers<K: StressKey>(round: u64) {
     let config = stress_config(round);
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
-    let index =
-        XIndex::bulk_load((0..SHARED_KEYS).step_by(2).map(|k| (k, initial(k))), config).unwrap();
+    let index = XIndex::bulk_load(
+        (0..SHARED_KEYS).step_by(2).map(|k| (K::of(k), initial(k))),
+        config,
+    )
+    .unwrap();
     let logs: Vec<Vec<Logged>> = with_back_to_back_passes(&index, |t| worker(&index, t, round));
 
     // Every value ever returned was written to that key by a logged put
@@ -208,7 +246,7 @@ fn overlapping_writers(round: u64) {
     }
     let mut live = 0usize;
     for (&key, &count) in &balance {
-        let final_value = index.get(&key);
+        let final_value = index.get(&K::of(key));
         assert_eq!(
             count,
             i64::from(final_value.is_some()),
@@ -228,9 +266,9 @@ fn overlapping_writers(round: u64) {
             }
         }
     }
-    let private_live: usize = index.range(PRIVATE_BASE..).count();
+    let private_live: usize = index.range(K::of(PRIVATE_BASE)..).count();
     assert_eq!(index.len(), live + private_live);
-    let all: Vec<u64> = index.range(..).map(|(k, _)| k).collect();
+    let all: Vec<K> = index.range(..).map(|(k, _)| k).collect();
     assert!(
         all.windows(2).all(|w| w[0] < w[1]),
         "range repeated or reordered keys"
@@ -308,8 +346,8 @@ fn claimer(index: &XIndex<u64, u64>, t: u64, start: std::time::Instant, round: u
 /// Runs `work(t)` for `t` in `0..THREADS` on their own threads while
 /// another thread runs maintenance passes back to back (racing the
 /// background thread's), and returns the results once all are done.
-fn with_back_to_back_passes<T: Send>(
-    index: &XIndex<u64, u64>,
+fn with_back_to_back_passes<K: Key, T: Send>(
+    index: &XIndex<K, u64>,
     work: impl Fn(u64) -> T + Sync,
 ) -> Vec<T> {
     let done = AtomicBool::new(false);
