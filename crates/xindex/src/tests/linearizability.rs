@@ -7,7 +7,8 @@
 //! Each run: three threads issue five operations each on three keys while
 //! a fourth thread inserts and removes other keys and runs maintenance
 //! passes with tiny thresholds, so compactions, splits and merges overlap
-//! the recorded operations.
+//! the recorded operations. Half the runs use `u64` keys, half byte
+//! strings whose delta-tree prefixes tie; half use sequential tails.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{tiny_config, tiny_sequential_config};
+use super::{TestKey, tiny_config, tiny_sequential_config};
 use crate::XIndex;
 
 const RUNS: u64 = 4000;
@@ -219,7 +220,7 @@ impl SpinBarrier {
     }
 }
 
-fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
+fn one_run<K: TestKey>(run: u64, clock: &AtomicU64) -> Vec<Event> {
     let mut rng = ChaCha8Rng::seed_from_u64(run);
     // Background keys so groups exist around the checked ones; the checked
     // keys start present or absent at random.
@@ -237,7 +238,7 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
     } else {
         tiny_config()
     };
-    let index = XIndex::bulk_load(initial.iter().copied(), config).unwrap();
+    let index = XIndex::bulk_load(initial.iter().map(|&(k, v)| (K::of(k), v)), config).unwrap();
     let start = SpinBarrier::new(THREADS as usize + 1);
     let done = AtomicBool::new(false);
     let mut events: Vec<Event> = Vec::new();
@@ -252,9 +253,9 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
                 for _ in 0..4 {
                     let noise = rng.random_range(0..200u64) * 4 + 3;
                     if rng.random_bool(0.6) {
-                        index.insert(noise, noise);
+                        index.insert(K::of(noise), noise);
                     } else {
-                        index.remove(&noise);
+                        index.remove(&K::of(noise));
                     }
                 }
                 index.maintain_now();
@@ -291,18 +292,19 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
                                 Call::Exchange(current, new)
                             }
                         };
+                        let k = K::of(key);
                         let invoked = clock.fetch_add(1, Ordering::SeqCst);
                         let result = match call {
-                            Call::Get => index.get(&key),
-                            Call::Put(v) => index.insert(key, v),
-                            Call::Remove => index.remove(&key),
-                            Call::TryInsert(v) => index.try_insert(key, v).err(),
+                            Call::Get => index.get(&k),
+                            Call::Put(v) => index.insert(k, v),
+                            Call::Remove => index.remove(&k),
+                            Call::TryInsert(v) => index.try_insert(k, v).err(),
                             Call::Increment => {
                                 let add = |v: Option<u64>| Some(Some(v.unwrap_or(0) + 1));
-                                index.fetch_update(&key, add).expect("never declines")
+                                index.fetch_update(&k, add).expect("never declines")
                             }
                             Call::Exchange(current, new) => {
-                                match index.compare_exchange(&key, current, new) {
+                                match index.compare_exchange(&k, current, new) {
                                     Ok(found) => {
                                         assert_eq!(found, current, "Ok must report `current`");
                                         found
@@ -338,7 +340,7 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
             .max_by_key(|e| e.returned);
         if last.is_none() {
             let expected = initial.iter().find(|p| p.0 == k).map(|p| p.1);
-            assert_eq!(index.get(&k), expected);
+            assert_eq!(index.get(&K::of(k)), expected);
         }
     }
     let initial_of = |k: u64| initial.iter().find(|p| p.0 == k).map(|p| p.1);
@@ -350,7 +352,7 @@ fn one_run(run: u64, clock: &AtomicU64) -> Vec<Event> {
         with_final.push(Event {
             key: k,
             call: Call::Get,
-            result: index.get(&k),
+            result: index.get(&K::of(k)),
             invoked: after,
             returned: after + 1,
         });
@@ -377,7 +379,13 @@ fn small_histories(round: u64) {
     let mut overlapping = 0u64;
     let (mut exchanged, mut inserted) = (0u64, 0u64);
     for run in round * RUNS..(round + 1) * RUNS {
-        let events = one_run(run, &clock);
+        // Runs 2 and 3 of every four use byte-string keys (their own
+        // delta-tree and array paths), the rest `u64`.
+        let events = if run % 4 >= 2 {
+            one_run::<Vec<u8>>(run, &clock)
+        } else {
+            one_run::<u64>(run, &clock)
+        };
         for e in &events {
             match e.call {
                 Call::Exchange(current, _) => exchanged += u64::from(e.result == current),

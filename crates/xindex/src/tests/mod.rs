@@ -116,3 +116,38 @@ pub(crate) fn settle<K: lidx_core::Key, V: crate::Value>(index: &crate::XIndex<K
         after.group_count(),
     );
 }
+
+/// The key type a concurrent test runs with, made from the logical `u64`
+/// key its logs record (order-preserving, so ranges by logical key are
+/// ranges by key).
+pub(crate) trait TestKey: lidx_core::Key {
+    fn of(n: u64) -> Self;
+    /// The logical key back: `K::of(n).logical() == n`.
+    fn logical(&self) -> u64;
+}
+
+impl TestKey for u64 {
+    fn of(n: u64) -> Self {
+        n
+    }
+
+    fn logical(&self) -> u64 {
+        *self
+    }
+}
+
+/// Byte strings sharing their first eight bytes (`user/000`), so every
+/// delta-tree comparison ties on the ordered prefix its nodes keep and
+/// falls through to the records' full keys.
+impl TestKey for Vec<u8> {
+    fn of(n: u64) -> Self {
+        format!("user/{n:012}").into_bytes()
+    }
+
+    fn logical(&self) -> u64 {
+        std::str::from_utf8(&self[5..])
+            .ok()
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or_else(|| panic!("not a test key: {self:?}"))
+    }
+}

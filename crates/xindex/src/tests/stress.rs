@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 
 use lidx_core::Key;
 
-use super::soak;
+use super::{TestKey, soak};
 use crate::{Config, XIndex};
 
 const THREADS: u64 = 3;
@@ -53,28 +53,7 @@ struct Logged {
     result: Option<u64>,
 }
 
-/// The key type a stress run uses, from the logical `u64` key the logs
-/// record (order-preserving, so ranges by logical key are ranges by key).
-trait StressKey: Key {
-    fn of(n: u64) -> Self;
-}
-
-impl StressKey for u64 {
-    fn of(n: u64) -> Self {
-        n
-    }
-}
-
-/// Byte strings sharing their first eight bytes (`user/000`), so every
-/// delta-tree comparison ties on the ordered prefix its nodes keep and
-/// falls through to the records' full keys.
-impl StressKey for Vec<u8> {
-    fn of(n: u64) -> Self {
-        format!("user/{n:012}").into_bytes()
-    }
-}
-
-fn worker<K: StressKey>(index: &XIndex<K, u64>, thread: u64, round: u64) -> Vec<Logged> {
+fn worker<K: TestKey>(index: &XIndex<K, u64>, thread: u64, round: u64) -> Vec<Logged> {
     let mut rng = ChaCha8Rng::seed_from_u64(soak::seed(thread * 7919 + 1, round));
     let mut private: BTreeMap<u64, u64> = BTreeMap::new();
     let own_base = PRIVATE_BASE + thread * PRIVATE_KEYS * 4;
@@ -189,7 +168,7 @@ fn overlapping_writers_with_byte_string_keys() {
     }
 }
 
-fn overlapping_writers<K: StressKey>(round: u64) {
+fn overlapping_writers<K: TestKey>(round: u64) {
     let config = stress_config(round);
     // Even shared keys start present with a recognisable initial value.
     let initial = |key: u64| encode(0xff, 0, key);
