@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// The SOSD `u64` key set named by the first argument (default: osm from
 /// `../shared/data`), sorted and without duplicates, and its path.
+#[allow(dead_code)] // `string_gets` reads byte strings.
 pub fn keys_from_args() -> lidx_core::Result<(PathBuf, Vec<u64>)> {
     let path = std::env::args().nth(1).map_or_else(
         || {
