@@ -1,6 +1,7 @@
 //! Gets of byte-string keys: `XIndex<Vec<u8>, u64>` against `BTreeMap`
 //! behind a `RwLock` (what a `bench` cell's best concurrent peer usually
 //! is), one thread, every key once in a seeded random order per round.
+//! Each index's keys are allocated in random order (see `scattered`).
 //! The `lidx bench` harness takes `u64` keys only.
 //!
 //! `cargo run -p lidx-xindex --release --example string_gets [FILE] [ROUNDS]`
@@ -39,9 +40,9 @@ fn main() -> lidx_core::Result<()> {
         .map(|i| keys[i as usize].clone())
         .collect();
 
-    let index = XIndex::bulk_load(keys.iter().cloned().zip(0u64..), Config::default())?;
+    let index = XIndex::bulk_load(scattered(&keys).into_iter().zip(0u64..), Config::default())?;
     let map: RwLock<BTreeMap<Vec<u8>, u64>> =
-        RwLock::new(keys.iter().cloned().zip(0u64..).collect());
+        RwLock::new(scattered(&keys).into_iter().zip(0u64..).collect());
     let stats = index.stats();
     let mut prefixes: Vec<u64> = keys.iter().map(Key::ordered_prefix).collect();
     prefixes.dedup();
@@ -76,4 +77,17 @@ fn main() -> lidx_core::Result<()> {
     }
     println!("median ratio {:.2}x", common::median(ratios));
     Ok(())
+}
+
+/// Copies of `keys`, in their order, each allocated at a random point of
+/// the copying, as keys arriving one by one would be: not next to its
+/// neighbours in key order (which copying in order gives, and which puts
+/// a search's neighbouring keys' bytes in one cache line).
+fn scattered(keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let order: Vec<u64> = (0..keys.len() as u64).collect();
+    let mut copies: Vec<Vec<u8>> = vec![Vec::new(); keys.len()];
+    for i in common::shuffled(&order) {
+        copies[i as usize] = keys[i as usize].clone();
+    }
+    copies
 }
