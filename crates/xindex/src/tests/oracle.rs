@@ -454,8 +454,8 @@ proptest! {
 
 /// Short byte strings over a four-letter alphabet that includes 0 (so
 /// `[1]` and `[1, 0]` share their zero-padded ordered prefix), half of
-/// them after a common 8-byte head (so every such key's prefix ties and
-/// array searches compare whole keys along a run of ties).
+/// them after a common 8-byte head (so all of those tie on the prefix
+/// the delta tree's nodes keep, and its searches compare whole keys).
 fn byte_key() -> impl Strategy<Value = Vec<u8>> {
     (any::<bool>(), proptest::collection::vec(0u8..4, 0..5)).prop_map(|(long, tail)| {
         let mut key = if long {
