@@ -8,14 +8,16 @@
 //! they reach a huge page, are advised for transparent huge pages
 //! ([`lidx_core::huge_pages`]): bulk load puts every array in one region
 //! sized to fit, and maintenance puts the arrays it rebuilds in regions
-//! that double from [`FIRST_REGION`] to [`LARGEST_REGION`] bytes.
+//! of about a quarter of the live arrays, from [`FIRST_REGION`] to
+//! [`LARGEST_REGION`] bytes ([`next_region_size`]).
 //!
 //! An array is a [`Span`]: it keeps its region alive, and a region is
 //! freed with its last span. So that a few long-lived arrays cannot pin
 //! mostly empty regions, maintenance rebuilds the groups whose region has
 //! fallen below half full ([`Pages::is_sparse`]), which moves their arrays
 //! to the current region. Memory held in regions is therefore at most
-//! about twice the live arrays, plus the current region's unused end.
+//! about twice the live arrays, plus the current region's unused end (a
+//! quarter of the live arrays, or [`LARGEST_REGION`] if that is less).
 
 use std::mem::{align_of, size_of};
 use std::ops::Deref;
@@ -215,8 +217,24 @@ impl<T: std::fmt::Debug> std::fmt::Debug for SpanView<T> {
 struct Cursor {
     region: Option<Arc<Region>>,
     used: usize,
-    /// Size of the next region opened for maintenance.
-    next_size: usize,
+}
+
+/// Bytes of the next region maintenance opens when `live` bytes of arrays
+/// are alive: a power of two near a quarter of them, between
+/// [`FIRST_REGION`] and [`LARGEST_REGION`].
+///
+/// Why a quarter: the current region's unused end is memory the index
+/// holds for nothing, so it should stay a small share of the live arrays
+/// (a region that doubled to `LARGEST_REGION` whatever the index's size
+/// made a churned 100K-key index hold 4 MiB of regions for 1.7 MiB of
+/// arrays); and an index with 8 MiB of arrays or more still gets regions
+/// of a huge page or more, whose arrays lookups reach with few TLB
+/// entries.
+fn next_region_size(live: usize) -> usize {
+    (live / 4)
+        .checked_next_power_of_two()
+        .unwrap_or(LARGEST_REGION)
+        .clamp(FIRST_REGION, LARGEST_REGION)
 }
 
 /// Allocator of group arrays for one index (see the module docs).
@@ -331,11 +349,7 @@ impl Pages {
             self.count_live(&region, bytes);
             return (region, 0);
         }
-        let size = cursor
-            .next_size
-            .clamp(FIRST_REGION, LARGEST_REGION)
-            .max(bytes);
-        cursor.next_size = size.saturating_mul(2);
+        let size = next_region_size(self.usage.live.load(Ordering::Relaxed)).max(bytes);
         let region = self.new_region(size);
         self.count_live(&region, bytes);
         cursor.used = bytes;
@@ -430,26 +444,58 @@ mod tests {
     }
 
     #[test]
-    fn regions_double_and_large_arrays_get_their_own() {
+    fn regions_are_a_quarter_of_the_live_arrays_within_limits() {
+        assert_eq!(next_region_size(0), FIRST_REGION);
+        assert_eq!(next_region_size(4 * FIRST_REGION), FIRST_REGION);
+        assert_eq!(next_region_size(4 * FIRST_REGION + 4), 2 * FIRST_REGION);
+        // A 100K-key index's arrays (16 bytes a key): 400 KB, rounded up.
+        assert_eq!(next_region_size(1_600_000), 512 << 10);
+        assert_eq!(next_region_size(8 << 20), HUGE_PAGE);
+        assert_eq!(next_region_size(1 << 40), LARGEST_REGION);
+        assert_eq!(next_region_size(usize::MAX), LARGEST_REGION);
+    }
+
+    #[test]
+    fn regions_follow_the_live_arrays_and_large_arrays_get_their_own() {
         let pages = Pages::new();
         let first = pages.store(vec![0u8; FIRST_REGION - 10]);
         let second = pages.store(vec![0u8; 100]);
-        // The second did not fit: it opened a region twice as large.
+        // The second did not fit: it opened another region, as small as the
+        // first while the live arrays are few.
         let r1 = first.region.as_ref().unwrap();
         let r2 = second.region.as_ref().unwrap();
         assert!(!Arc::ptr_eq(r1, r2));
-        assert_eq!(r2.block.len(), 2 * FIRST_REGION);
+        assert_eq!(r2.block.len(), FIRST_REGION);
         let big = pages.store(vec![0u8; LARGEST_REGION]);
         assert_eq!(big.region.as_ref().unwrap().block.len(), LARGEST_REGION);
         assert!(big.region.as_ref().unwrap().block.advised());
         // The big array did not displace the current region.
         let third = pages.store(vec![0u8; 100]);
         assert!(Arc::ptr_eq(r2, third.region.as_ref().unwrap()));
-        // An array larger than the next region's size gets a region that
-        // fits it.
-        let fourth = pages.store(vec![1u8; 3 * FIRST_REGION]);
-        assert!(fourth.region.as_ref().unwrap().block.len() >= 3 * FIRST_REGION);
+        // With a little over 4 MiB of arrays alive, the next region is a
+        // quarter of that, rounded up to a power of two.
+        let filler = pages.store(vec![0u8; FIRST_REGION]);
+        let r3 = filler.region.as_ref().unwrap();
+        assert_eq!(r3.block.len(), HUGE_PAGE);
+        // An array larger than a quarter of the largest region that does
+        // not fit the current one gets a region of its own.
+        let fourth = pages.store(vec![1u8; HUGE_PAGE + 1]);
+        assert_eq!(fourth.region.as_ref().unwrap().block.len(), HUGE_PAGE + 1);
         assert!(fourth.iter().all(|&b| b == 1));
+        // Once the big arrays are gone, regions shrink again: fill the
+        // current one (2 MiB) with 64 KiB arrays; the region after it is
+        // a quarter of the 2 MiB then alive.
+        drop((big, fourth));
+        let mut kept = Vec::new();
+        let next = loop {
+            let span = pages.store(vec![0u8; 64 << 10]);
+            if !Arc::ptr_eq(span.region.as_ref().unwrap(), r3) {
+                break span;
+            }
+            kept.push(span);
+        };
+        assert_eq!(kept.len(), 31);
+        assert_eq!(next.region.as_ref().unwrap().block.len(), 512 << 10);
     }
 
     #[test]

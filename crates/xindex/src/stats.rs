@@ -76,7 +76,8 @@ pub struct Stats {
     /// before returning.
     pub budget_waits: u64,
     /// Bytes of memory holding the groups' sorted arrays (keys and record
-    /// cells), which share large regions, advised for huge pages.
+    /// cells), which share regions (those of 2 MiB or more advised for
+    /// huge pages).
     pub array_region_bytes: usize,
     /// Of those, bytes of arrays in use, including those of replaced
     /// groups not reclaimed yet. Maintenance rebuilds the groups of a

@@ -391,8 +391,13 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
 /// (README, "Guarantees").
 fn assert_bounded(m: &Measured, config: &Config) {
     // Array regions hold at most about twice the live arrays plus the
-    // current region's unused end: a region of at most `LARGEST_REGION`.
-    let region = 2 * HUGE_PAGE;
+    // current region's unused end. Maintenance opens regions of a quarter
+    // of the live arrays (a power of two, 4 KiB to two huge pages), and
+    // live arrays, retired ones not yet freed included, stay below twice
+    // a fresh load's heap.
+    let region = (m.fresh.max(m.loaded) / 2)
+        .next_power_of_two()
+        .clamp(4 << 10, 2 * HUGE_PAGE);
     // Settled: regions as above, group nodes in the blocks of the most
     // groups alive at once, and everything else as in a fresh load.
     let settled_bound = 2 * m.fresh + region + m.node_blocks;
