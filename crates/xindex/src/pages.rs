@@ -8,8 +8,8 @@
 //! they reach a huge page, are advised for transparent huge pages
 //! ([`lidx_core::huge_pages`]): bulk load puts every array in one region
 //! sized to fit, and maintenance puts the arrays it rebuilds in regions
-//! of about a quarter of the live arrays, from [`FIRST_REGION`] to
-//! [`LARGEST_REGION`] bytes ([`next_region_size`]).
+//! that double from [`FIRST_REGION`] to [`LARGEST_REGION`] bytes, but
+//! never beyond about a quarter of the live arrays ([`region_cap`]).
 //!
 //! An array is a [`Span`]: it keeps its region alive, and a region is
 //! freed with its last span. So that a few long-lived arrays cannot pin
@@ -217,20 +217,22 @@ impl<T: std::fmt::Debug> std::fmt::Debug for SpanView<T> {
 struct Cursor {
     region: Option<Arc<Region>>,
     used: usize,
+    /// Size of the next region opened for maintenance, before
+    /// [`region_cap`] applies.
+    next_size: usize,
 }
 
-/// Bytes of the next region maintenance opens when `live` bytes of arrays
-/// are alive: a power of two near a quarter of them, between
-/// [`FIRST_REGION`] and [`LARGEST_REGION`].
+/// The largest region maintenance opens when `live` bytes of arrays are
+/// alive: a power of two near a quarter of them, between [`FIRST_REGION`]
+/// and [`LARGEST_REGION`].
 ///
-/// Why a quarter: the current region's unused end is memory the index
-/// holds for nothing, so it should stay a small share of the live arrays
-/// (a region that doubled to `LARGEST_REGION` whatever the index's size
-/// made a churned 100K-key index hold 4 MiB of regions for 1.7 MiB of
-/// arrays); and an index with 8 MiB of arrays or more still gets regions
-/// of a huge page or more, whose arrays lookups reach with few TLB
-/// entries.
-fn next_region_size(live: usize) -> usize {
+/// Why: the current region's unused end is memory the index holds for
+/// nothing, so it should stay a small share of the live arrays. Regions
+/// that doubled to `LARGEST_REGION` whatever the index's size made a
+/// churned 100K-key index hold 4 MiB of regions for 1.7 MiB of arrays. An
+/// index with 8 MiB of arrays or more may still reach regions of a huge
+/// page or more, whose arrays lookups reach with few TLB entries.
+fn region_cap(live: usize) -> usize {
     (live / 4)
         .checked_next_power_of_two()
         .unwrap_or(LARGEST_REGION)
@@ -349,7 +351,14 @@ impl Pages {
             self.count_live(&region, bytes);
             return (region, 0);
         }
-        let size = next_region_size(self.usage.live.load(Ordering::Relaxed)).max(bytes);
+        // Doubling, so that a few rebuilds in a large index open small
+        // regions; capped, so that a small index never holds a large one.
+        let size = cursor
+            .next_size
+            .clamp(FIRST_REGION, LARGEST_REGION)
+            .min(region_cap(self.usage.live.load(Ordering::Relaxed)))
+            .max(bytes);
+        cursor.next_size = size.saturating_mul(2);
         let region = self.new_region(size);
         self.count_live(&region, bytes);
         cursor.used = bytes;
@@ -444,58 +453,87 @@ mod tests {
     }
 
     #[test]
-    fn regions_are_a_quarter_of_the_live_arrays_within_limits() {
-        assert_eq!(next_region_size(0), FIRST_REGION);
-        assert_eq!(next_region_size(4 * FIRST_REGION), FIRST_REGION);
-        assert_eq!(next_region_size(4 * FIRST_REGION + 4), 2 * FIRST_REGION);
+    fn region_caps_are_a_quarter_of_the_live_arrays_within_limits() {
+        assert_eq!(region_cap(0), FIRST_REGION);
+        assert_eq!(region_cap(4 * FIRST_REGION), FIRST_REGION);
+        assert_eq!(region_cap(4 * FIRST_REGION + 4), 2 * FIRST_REGION);
         // A 100K-key index's arrays (16 bytes a key): 400 KB, rounded up.
-        assert_eq!(next_region_size(1_600_000), 512 << 10);
-        assert_eq!(next_region_size(8 << 20), HUGE_PAGE);
-        assert_eq!(next_region_size(1 << 40), LARGEST_REGION);
-        assert_eq!(next_region_size(usize::MAX), LARGEST_REGION);
+        assert_eq!(region_cap(1_600_000), 512 << 10);
+        assert_eq!(region_cap(8 << 20), HUGE_PAGE);
+        assert_eq!(region_cap(1 << 40), LARGEST_REGION);
+        assert_eq!(region_cap(usize::MAX), LARGEST_REGION);
+    }
+
+    /// Stores 1,000-byte arrays until one opens a region, and returns the
+    /// arrays stored and that region's size.
+    fn fill_current_region(pages: &Pages) -> (Vec<Span<u8>>, usize) {
+        let current = pages.current.load(Ordering::Relaxed);
+        let mut kept = Vec::new();
+        loop {
+            let span = pages.store(vec![0u8; 1000]);
+            let region = span.region.as_ref().unwrap();
+            let (opened, size) = (Arc::as_ptr(region) != current, region.block.len());
+            kept.push(span);
+            if opened {
+                return (kept, size);
+            }
+        }
     }
 
     #[test]
-    fn regions_follow_the_live_arrays_and_large_arrays_get_their_own() {
+    fn regions_double_up_to_a_quarter_of_the_live_arrays() {
         let pages = Pages::new();
-        let first = pages.store(vec![0u8; FIRST_REGION - 10]);
-        let second = pages.store(vec![0u8; 100]);
-        // The second did not fit: it opened another region, as small as the
-        // first while the live arrays are few.
-        let r1 = first.region.as_ref().unwrap();
-        let r2 = second.region.as_ref().unwrap();
-        assert!(!Arc::ptr_eq(r1, r2));
-        assert_eq!(r2.block.len(), FIRST_REGION);
-        let big = pages.store(vec![0u8; LARGEST_REGION]);
-        assert_eq!(big.region.as_ref().unwrap().block.len(), LARGEST_REGION);
-        assert!(big.region.as_ref().unwrap().block.advised());
-        // The big array did not displace the current region.
-        let third = pages.store(vec![0u8; 100]);
-        assert!(Arc::ptr_eq(r2, third.region.as_ref().unwrap()));
-        // With a little over 4 MiB of arrays alive, the next region is a
-        // quarter of that, rounded up to a power of two.
-        let filler = pages.store(vec![0u8; FIRST_REGION]);
-        let r3 = filler.region.as_ref().unwrap();
-        assert_eq!(r3.block.len(), HUGE_PAGE);
-        // An array larger than a quarter of the largest region that does
-        // not fit the current one gets a region of its own.
-        let fourth = pages.store(vec![1u8; HUGE_PAGE + 1]);
-        assert_eq!(fourth.region.as_ref().unwrap().block.len(), HUGE_PAGE + 1);
-        assert!(fourth.iter().all(|&b| b == 1));
-        // Once the big arrays are gone, regions shrink again: fill the
-        // current one (2 MiB) with 64 KiB arrays; the region after it is
-        // a quarter of the 2 MiB then alive.
-        drop((big, fourth));
+        // A bulk load's region: 8 MiB of live arrays, so the cap is 2 MiB.
+        pages.reserve(8 << 20);
+        let bulk = pages.store(vec![0u8; 8 << 20]);
         let mut kept = Vec::new();
-        let next = loop {
-            let span = pages.store(vec![0u8; 64 << 10]);
-            if !Arc::ptr_eq(span.region.as_ref().unwrap(), r3) {
-                break span;
-            }
-            kept.push(span);
-        };
-        assert_eq!(kept.len(), 31);
-        assert_eq!(next.region.as_ref().unwrap().block.len(), 512 << 10);
+        let mut sizes = Vec::new();
+        for _ in 0..4 {
+            let (spans, size) = fill_current_region(&pages);
+            kept.extend(spans);
+            sizes.push(size);
+        }
+        // Maintenance's regions double from the first size: a few rebuilds
+        // in a large index take little memory.
+        assert_eq!(
+            sizes,
+            [1, 2, 4, 8].map(|n| n * FIRST_REGION),
+            "regions opened after a bulk load"
+        );
+        // Once the bulk load's arrays are gone, about 60 KB of arrays are
+        // alive: the next region is capped at a quarter of that (16 KiB),
+        // not twice the last one (64 KiB).
+        drop(bulk);
+        let (spans, size) = fill_current_region(&pages);
+        assert_eq!(size, 4 * FIRST_REGION);
+        // The next one follows the live arrays again (now about 77 KB).
+        let (_more, size) = fill_current_region(&pages);
+        let live_before = pages.usage().1 - 1000;
+        assert_eq!(size, region_cap(live_before));
+        assert!(size < 16 * FIRST_REGION);
+        drop((kept, spans));
+    }
+
+    #[test]
+    fn large_arrays_get_regions_of_their_own() {
+        let pages = Pages::new();
+        let small = pages.store(vec![0u8; 100]);
+        let big = pages.store(vec![1u8; LARGEST_REGION]);
+        let region = big.region.as_ref().unwrap();
+        assert_eq!(region.block.len(), LARGEST_REGION);
+        assert!(region.block.advised());
+        assert!(big.iter().all(|&b| b == 1));
+        // The big array did not displace the current region.
+        let next = pages.store(vec![0u8; 100]);
+        assert!(Arc::ptr_eq(
+            small.region.as_ref().unwrap(),
+            next.region.as_ref().unwrap()
+        ));
+        // An array larger than the next region's size gets a region that
+        // fits it.
+        let wide = pages.store(vec![2u8; 3 * FIRST_REGION]);
+        assert!(wide.region.as_ref().unwrap().block.len() >= 3 * FIRST_REGION);
+        assert!(wide.iter().all(|&b| b == 2));
     }
 
     #[test]
