@@ -431,6 +431,44 @@ impl<K: Key, V: Value> XIndex<K, V> {
         self.upper_bound(Bound::Unbounded)
     }
 
+    /// Keeps only the records for which `keep` returns `true`, as
+    /// `BTreeMap::retain` does, visiting them in key order as
+    /// [`iter`](Self::iter) does (not an atomic snapshot: every key
+    /// present throughout the call is visited once; one inserted meanwhile
+    /// may or may not be).
+    ///
+    /// A record `keep` rejects is removed only if it still holds the value
+    /// `keep` saw ([`compare_exchange`](Self::compare_exchange)): a value
+    /// written after `keep` looked is not removed unseen. `keep` runs
+    /// outside the index's epoch pin (it may take its time, and may call
+    /// this index). Removes never wait for maintenance.
+    pub fn retain(&self, mut keep: impl FnMut(&K, V) -> bool) {
+        for (key, value) in self.iter() {
+            if !keep(&key, value) {
+                // Err: the record changed after `keep` saw it; it stays.
+                let _ = self.compare_exchange(&key, Some(value), None);
+            }
+        }
+    }
+
+    /// Removes every record with a key in `range`; returns how many this
+    /// call removed. Not atomic: every key present in the range throughout
+    /// the call is removed; one inserted meanwhile may stay.
+    pub fn remove_range<R: RangeBounds<K>>(&self, range: R) -> usize {
+        self.range(range)
+            .filter(|(key, _)| self.remove(key).is_some())
+            .count()
+    }
+
+    /// Removes every record, with the consistency of
+    /// [`remove_range(..)`](Self::remove_range): every key present
+    /// throughout the call is removed; one inserted meanwhile may stay.
+    /// The memory of the removed records returns as maintenance compacts
+    /// their groups.
+    pub fn clear(&self) {
+        self.remove_range(..);
+    }
+
     /// Runs one maintenance pass now, on the calling thread (serialised
     /// with the background thread). Unlike a background pass, it compacts
     /// every non-empty delta, however small and recent

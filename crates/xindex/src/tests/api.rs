@@ -210,7 +210,10 @@ fn calls_from_a_thread_pinned_elsewhere_do_not_wait_for_themselves() {
 
 /// Runs `f` on a thread of its own and fails if it has not returned
 /// within a generous time (a deadlock would otherwise hang the suite).
-fn within_seconds<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(super) fn within_seconds<T: Send + 'static>(
+    secs: u64,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(f()).unwrap());
     rx.recv_timeout(std::time::Duration::from_secs(secs))

@@ -13,6 +13,7 @@ mod oracle;
 mod parallel_build;
 mod poison;
 mod reclamation;
+mod removals;
 mod scan_stress;
 mod shift;
 pub(crate) mod soak;

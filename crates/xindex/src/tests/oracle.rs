@@ -36,6 +36,11 @@ enum Op {
     /// The last record at or below, and below, a key, and the first at or
     /// above, and above, it.
     Predecessor(u64),
+    /// `retain` keeping the records [`kept`] accepts with this salt.
+    Retain(u64),
+    /// `remove_range(lower..upper)`, bounds numbered as in `TwoEnded`.
+    RemoveRange((u64, u8), (u64, u8)),
+    Clear,
     Maintain,
     /// A pass as the background thread runs it: small deltas may stay.
     BackgroundPass,
@@ -79,6 +84,7 @@ fn op(key_space: u64) -> impl Strategy<Value = Op> {
         1 => (0..key_space, 0..key_space).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
         1 => two_ended(key_space),
         1 => (0..key_space + 2).prop_map(Op::Predecessor),
+        1 => removals(key_space),
         2 => Just(Op::Maintain),
         1 => Just(Op::BackgroundPass),
         2 => point_op(key_space).prop_map(|o| Op::Portable(Box::new(o))),
@@ -96,6 +102,32 @@ fn two_ended(key_space: u64) -> impl Strategy<Value = Op> {
         proptest::collection::vec(any::<bool>(), 0..30),
     )
         .prop_map(|(a, b, pattern)| Op::TwoEnded(a, b, pattern))
+}
+
+/// The bulk removals: `retain`, `remove_range`, and (rarely) `clear`.
+fn removals(key_space: u64) -> impl Strategy<Value = Op> {
+    let bound = (0..key_space + 2, 0u8..3);
+    prop_oneof![
+        2 => any::<u64>().prop_map(Op::Retain),
+        2 => (bound.clone(), bound).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+        1 => Just(Op::Clear),
+    ]
+}
+
+/// Whether [`Op::Retain`] with `salt` keeps a record: about two in three.
+fn kept(salt: u64, key: u64, value: u64) -> bool {
+    !(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ value ^ salt).is_multiple_of(3)
+}
+
+/// Whether `BTreeMap::range` would panic on these bounds (a start above
+/// the end, or both excluding one key): such ranges are empty here.
+fn inverted(lower: Bound<u64>, upper: Bound<u64>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+        | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
+        _ => false,
+    }
 }
 
 /// A bound of the kind [`Op::TwoEnded`] numbers.
@@ -232,15 +264,7 @@ fn run(
             Op::TwoEnded(a, b, ref pattern) => {
                 let (lower, upper) = (bound_of(a), bound_of(b));
                 let got = two_ended_take(index.range((lower, upper)), pattern);
-                // `BTreeMap::range` panics where the start is above the
-                // end (or both exclude one key); those ranges are empty.
-                let empty = match (lower, upper) {
-                    (Bound::Included(l), Bound::Included(u)) => l > u,
-                    (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
-                    | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
-                    _ => false,
-                };
-                let want = if empty {
+                let want = if inverted(lower, upper) {
                     two_ended_take(std::iter::empty(), pattern)
                 } else {
                     two_ended_take(oracle.range((lower, upper)).map(|(a, b)| (*a, *b)), pattern)
@@ -261,6 +285,33 @@ fn run(
                     .next()
                     .map(|(a, b)| (*a, *b));
                 prop_assert_eq!(index.lower_bound(Bound::Excluded(&k)), want, "{:?}", op);
+            }
+            Op::Retain(salt) => {
+                let mut seen = Vec::new();
+                index.retain(|&k, v| {
+                    seen.push((k, v));
+                    kept(salt, k, v)
+                });
+                let want: Vec<(u64, u64)> = oracle.iter().map(|(a, b)| (*a, *b)).collect();
+                prop_assert_eq!(seen, want, "{:?} visits every record once, in order", op);
+                oracle.retain(|&k, v| kept(salt, k, *v));
+            }
+            Op::RemoveRange(a, b) => {
+                let (lower, upper) = (bound_of(a), bound_of(b));
+                let doomed: Vec<u64> = if inverted(lower, upper) {
+                    Vec::new()
+                } else {
+                    oracle.range((lower, upper)).map(|(k, _)| *k).collect()
+                };
+                for k in &doomed {
+                    oracle.remove(k);
+                }
+                prop_assert_eq!(index.remove_range((lower, upper)), doomed.len(), "{:?}", op);
+            }
+            Op::Clear => {
+                index.clear();
+                oracle.clear();
+                prop_assert!(index.is_empty());
             }
             Op::Maintain => {
                 index.maintain_now();
