@@ -30,7 +30,9 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
+use crate::record::{
+    CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at, skip_removed, skip_removed_back,
+};
 use crate::root::Root;
 use crate::shard;
 use crate::sync::Backoff;
@@ -532,6 +534,9 @@ impl<K: Key> Inner<K> {
                 // requested), so that the copy loop tests no key: a scan's
                 // cost is that loop. One seqlock round per block of records.
                 while at < keys.len() && taken < limit {
+                    // Removed records (a prefix popped, a range cleared,
+                    // before compaction drops them) a block at a time.
+                    at = skip_removed(cells, at, keys.len());
                     let span_end = keys.len().min(at.saturating_add(limit - taken));
                     let run_end = at
                         + partition_by(&keys[at..span_end], |k| {
@@ -637,7 +642,12 @@ impl<K: Key> Inner<K> {
             };
             let mut buf = group.buf.last_within(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
+            let cells = group.arrays().1;
             loop {
+                if at <= array_len {
+                    // As in `collect`: removed records a block at a time.
+                    at = skip_removed_back(cells, 0, at);
+                }
                 let array_key = at
                     .checked_sub(1)
                     .and_then(|i| group.key_at(i))

@@ -295,6 +295,65 @@ impl CellBlock {
     }
 }
 
+/// The slots of `block` removed (and not pointers), in one load of its
+/// meta word: an instant at which none of them was present. `None` if the
+/// block is locked (the caller reads its records as usual).
+#[inline]
+fn removed_slots(block: &CellBlock) -> Option<u64> {
+    let meta = block.meta.load(Ordering::Acquire);
+    (meta & LOCK == 0).then_some((meta >> REMOVED_SHIFT) & !(meta >> POINTER_SHIFT))
+}
+
+/// Bits `first..end`.
+#[inline]
+fn slot_mask(first: usize, end: usize) -> u64 {
+    (1u64 << end) - (1u64 << first)
+}
+
+/// The first index from `at` (below `len`) of a record not seen removed:
+/// scans skip runs of removed records a block (seven records, one load)
+/// at a time instead of one seqlock round per record. Each skipped record
+/// was removed at the instant its block was loaded.
+#[inline]
+pub(crate) fn skip_removed(blocks: &[CellBlock], mut at: usize, len: usize) -> usize {
+    while at < len {
+        let (block, first) = (at / SLOTS, at % SLOTS);
+        let base = at - first;
+        let end = (len - base).min(SLOTS);
+        let Some(removed) = removed_slots(&blocks[block]) else {
+            break;
+        };
+        let present = !removed & slot_mask(first, end);
+        if present != 0 {
+            return base + present.trailing_zeros() as usize;
+        }
+        at = base + end;
+    }
+    at
+}
+
+/// [`skip_removed`] backwards: the end (exclusive) of the records before
+/// `end`, down to `start`, once the removed ones just below it are
+/// skipped.
+#[inline]
+pub(crate) fn skip_removed_back(blocks: &[CellBlock], start: usize, mut end: usize) -> usize {
+    while end > start {
+        let last = end - 1;
+        let (block, last_slot) = (last / SLOTS, last % SLOTS);
+        let base = last - last_slot;
+        let first_slot = start.max(base) - base;
+        let Some(removed) = removed_slots(&blocks[block]) else {
+            break;
+        };
+        let present = !removed & slot_mask(first_slot, last_slot + 1);
+        if present != 0 {
+            return base + (u64::BITS - present.leading_zeros()) as usize;
+        }
+        end = base + first_slot;
+    }
+    end
+}
+
 /// Record `i` of an array stored as `blocks`.
 #[inline]
 pub(crate) fn record_at(blocks: &[CellBlock], i: usize) -> Record<'_> {
@@ -781,6 +840,46 @@ mod tests {
         out.clear();
         pointing[0].append_live(0, &keys[..1], &mut out);
         assert_eq!(out, [(10, 77)]);
+    }
+
+    #[test]
+    fn skips_pass_whole_removed_blocks_and_stop_at_anything_else() {
+        // 30 records in five blocks (7, 7, 7, 7, 2).
+        let blocks = CellBlock::live(&(0..30).collect::<Vec<u64>>());
+        let remove = |range: std::ops::Range<usize>| {
+            for i in range {
+                assert!(matches!(
+                    record_at(&blocks, i).write(Write::Remove, false),
+                    Outcome::Applied(Some(_))
+                ));
+            }
+        };
+        assert_eq!(skip_removed(&blocks, 0, 30), 0, "nothing removed");
+        assert_eq!(skip_removed_back(&blocks, 0, 30), 30);
+        // Records 0..17 removed: a skip from 0 stops at 17, from 3 too.
+        remove(0..17);
+        assert_eq!(skip_removed(&blocks, 0, 30), 17);
+        assert_eq!(skip_removed(&blocks, 3, 30), 17);
+        assert_eq!(skip_removed(&blocks, 0, 10), 10, "bounded by the end");
+        assert_eq!(skip_removed_back(&blocks, 0, 17), 0);
+        assert_eq!(skip_removed_back(&blocks, 5, 17), 5, "bounded by the start");
+        assert_eq!(skip_removed_back(&blocks, 0, 18), 18, "17 is live");
+        // The last records, up to the end of a partial block.
+        remove(25..30);
+        assert_eq!(skip_removed(&blocks, 25, 30), 30);
+        assert_eq!(skip_removed_back(&blocks, 0, 30), 25);
+        assert_eq!(skip_removed_back(&blocks, 0, 27), 25);
+        // A pointer slot is not skipped, even with its target removed.
+        let target = RecordCell::removed();
+        // SAFETY: `target` outlives `pointing` (dropped first).
+        let pointing = unsafe { CellBlock::pointing_to(&[target.record(), target.record()]) };
+        assert_eq!(skip_removed(&pointing, 0, 2), 0);
+        assert_eq!(skip_removed_back(&pointing, 0, 2), 2);
+        // A locked block is not skipped.
+        let locked = blocks[0].record(0).lock();
+        assert_eq!(skip_removed(&blocks, 0, 30), 0);
+        blocks[0].record(0).unlock(locked, locked & FLAGS);
+        assert_eq!(skip_removed(&blocks, 0, 30), 17);
     }
 
     #[test]
