@@ -16,7 +16,7 @@
 //! same data (Algorithm 4, step 1).
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_epoch::Atomic;
@@ -42,7 +42,18 @@ pub(crate) struct Records<K> {
     pub(crate) tail: Option<Tail<K>>,
     /// Records removed since this array was built: a compaction trigger.
     pub(crate) removed: AtomicUsize,
+    /// Set when a scan skipped a long run of removed array records
+    /// ([`LONG_REMOVED_RUN`]): compacted at the next pass, whatever share
+    /// of the records is removed. Not in the paper: without it a prefix
+    /// removed from a large group (a queue drained from the front, a range
+    /// cleared) stays until `f` of the group is removed, and every scan
+    /// from its start skips it.
+    pub(crate) removed_run: AtomicBool,
 }
+
+/// Removed array records a scan skips in one go that make it ask for the
+/// group's compaction ([`Records::removed_run`]).
+pub(crate) const LONG_REMOVED_RUN: usize = 256;
 
 impl<K: Key> Records<K> {
     /// The records of `keys` and `cells`, with a tail as `tail` says whose
@@ -64,6 +75,7 @@ impl<K: Key> Records<K> {
             cells: pages.store(cells),
             tail,
             removed: AtomicUsize::new(0),
+            removed_run: AtomicBool::new(false),
         }
     }
 
@@ -822,6 +834,20 @@ impl<K: Key> Group<K> {
     /// Counts a record removed from the array.
     pub(crate) fn note_removed(&self) {
         self.records.removed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes that a scan skipped `skipped` removed array records in one
+    /// run; returns whether that asks for a compaction (a long run).
+    #[inline]
+    pub(crate) fn note_removed_run(&self, skipped: usize) -> bool {
+        if skipped < LONG_REMOVED_RUN {
+            return false;
+        }
+        let flag = &self.records.removed_run;
+        if !flag.load(Ordering::Relaxed) {
+            flag.store(true, Ordering::Relaxed);
+        }
+        true
     }
 }
 

@@ -534,9 +534,13 @@ impl<K: Key> Inner<K> {
                 // requested), so that the copy loop tests no key: a scan's
                 // cost is that loop. One seqlock round per block of records.
                 while at < keys.len() && taken < limit {
-                    // Removed records (a prefix popped, a range cleared,
+                    // Removed records (a prefix drained, a range cleared,
                     // before compaction drops them) a block at a time.
+                    let from = at;
                     at = skip_removed(cells, at, keys.len());
+                    if group.note_removed_run(at - from) {
+                        self.wake_maintenance();
+                    }
                     let span_end = keys.len().min(at.saturating_add(limit - taken));
                     let run_end = at
                         + partition_by(&keys[at..span_end], |k| {
@@ -646,7 +650,11 @@ impl<K: Key> Inner<K> {
             loop {
                 if at <= array_len {
                     // As in `collect`: removed records a block at a time.
+                    let from = at;
                     at = skip_removed_back(cells, 0, at);
+                    if group.note_removed_run(from - at) {
+                        self.wake_maintenance();
+                    }
                 }
                 let array_key = at
                     .checked_sub(1)
@@ -690,6 +698,18 @@ impl<K: Key> Inner<K> {
                 // The leftmost group, or the range ends in this one.
                 _ => return None,
             }
+        }
+    }
+
+    /// Makes the next background pass walk the groups even if no key
+    /// changed since the last one found nothing to do: a scan has marked a
+    /// group for compaction ([`Group::note_removed_run`]). A pass ending
+    /// meanwhile may mark the index quiet again; the next long skip wakes
+    /// it once more.
+    #[cold]
+    fn wake_maintenance(&self) {
+        if self.quiet_at.load(Ordering::Relaxed) != NOT_QUIET {
+            self.quiet_at.store(NOT_QUIET, Ordering::Relaxed);
         }
     }
 

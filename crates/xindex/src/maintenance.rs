@@ -169,6 +169,9 @@ pub(crate) struct Backlog {
     /// arrays ([`Pages::is_sparse`]): rebuilt, it moves to the current
     /// region, so that the old one can be freed.
     pub(crate) sparse_region: bool,
+    /// Whether a scan skipped a long run of removed array records
+    /// ([`Records::removed_run`](crate::group::Records::removed_run)).
+    pub(crate) removed_run: bool,
 }
 
 /// A delta holding at least one key per this many array records is
@@ -188,7 +191,10 @@ const RECORDS_PER_DELTA_KEY: usize = 64;
 /// - a half-full tail, so a fresh tail is ready before sequential inserts
 ///   would spill into the delta;
 /// - an array in a sparse region (not in the paper: it bounds the memory
-///   that regions hold to about twice the live arrays).
+///   that regions hold to about twice the live arrays);
+/// - a long run of removed records a scan had to skip (not in the paper:
+///   a prefix drained from a large group would otherwise stay until `f`
+///   of the group is removed, and slow every scan from its start).
 pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> bool {
     let delta_due = backlog.delta > 0
         && (pass == Pass::Full
@@ -200,7 +206,7 @@ pub(crate) fn compaction_due(config: &Config, backlog: &Backlog, pass: Pass) -> 
         backlog.removed > 0 && backlog.removed as f64 >= all_records * config.tolerance;
     let tail_half_full =
         config.sequential_capacity > 0 && backlog.appended * 2 >= config.sequential_capacity;
-    delta_due || removed_due || tail_half_full || backlog.sparse_region
+    delta_due || removed_due || tail_half_full || backlog.sparse_region || backlog.removed_run
 }
 
 /// What a rebuild sees of the keys inserted into one group since it was
@@ -490,6 +496,7 @@ impl<K: Key> Inner<K> {
             appended,
             sparse_region: self.pages.is_sparse(&node.records.keys)
                 || self.pages.is_sparse(&node.records.cells),
+            removed_run: node.records.removed_run.load(Ordering::Relaxed),
         };
         if compaction_due(c, &backlog, walk.pass) {
             walk.pending.push((location, current));
@@ -1299,6 +1306,13 @@ mod tests {
             ..quiet
         };
         assert!(compaction_due(&c, &sparse, Pass::Background));
+        // A long removed run a scan skipped: due with few records removed.
+        let skipped = Backlog {
+            removed_run: true,
+            removed: 1,
+            ..quiet
+        };
+        assert!(compaction_due(&c, &skipped, Pass::Background));
     }
 
     #[test]

@@ -193,3 +193,37 @@ fn retain_and_remove_range_race_with_writers_exactly() {
         assert!(removed <= in_range_before.union(&written_in_range).count());
     }
 }
+
+#[test]
+fn a_scan_past_a_long_removed_prefix_gets_its_group_compacted() {
+    // One large group, no background thread: a prefix of 1,000 removed
+    // records is far below the f = 1/4 that the paper's trigger waits for.
+    let config = Config {
+        initial_group_size: 1 << 17,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::<u64, u64>::bulk_load((0..100_000u64).map(|k| (k, k)), config).unwrap();
+    assert_eq!(index.stats().groups.len(), 1);
+    assert_eq!(index.remove_range(..1_000), 1_000);
+    let background = || index.inner().maintain(crate::maintenance::Pass::Background);
+    background();
+    assert_eq!(index.stats().compactions, 0, "below the removed share");
+    // A successor query skips the prefix, which marks the group.
+    assert_eq!(index.first_key_value(), Some((1_000, 1_000)));
+    background();
+    let stats = index.stats();
+    assert_eq!(stats.compactions, 1, "{stats:?}");
+    assert_eq!(stats.groups[0].records, 99_000);
+    // And so does a backward scan past a removed suffix.
+    assert_eq!(index.remove_range(90_000..), 10_000);
+    assert_eq!(index.last_key_value(), Some((89_999, 89_999)));
+    background();
+    assert_eq!(index.stats().compactions, 2);
+    assert_eq!(index.stats().groups[0].records, 89_000);
+    // A short run does not.
+    assert_eq!(index.remove_range(1_000..1_100), 100);
+    assert_eq!(index.first_key_value(), Some((1_100, 1_100)));
+    background();
+    assert_eq!(index.stats().compactions, 2);
+}
