@@ -455,9 +455,11 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// call removed. Not atomic: every key present in the range throughout
     /// the call is removed; one inserted meanwhile may stay.
     pub fn remove_range<R: RangeBounds<K>>(&self, range: R) -> usize {
-        self.range(range)
-            .filter(|(key, _)| self.remove(key).is_some())
-            .count()
+        let mut removed = 0;
+        for (key, _) in self.range(range) {
+            removed += usize::from(self.remove(&key).is_some());
+        }
+        removed
     }
 
     /// Removes every record, with the consistency of

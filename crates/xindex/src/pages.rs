@@ -16,8 +16,9 @@
 //! mostly empty regions, maintenance rebuilds the groups whose region has
 //! fallen below half full ([`Pages::is_sparse`]), which moves their arrays
 //! to the current region. Memory held in regions is therefore at most
-//! about twice the live arrays, plus the current region's unused end (a
-//! quarter of the live arrays, or [`LARGEST_REGION`] if that is less).
+//! about twice the live arrays, plus the current region's unused end
+//! (under half the live arrays: a quarter rounded up to a power of two,
+//! or [`LARGEST_REGION`] if that is less).
 
 use std::mem::{align_of, size_of};
 use std::ops::Deref;
