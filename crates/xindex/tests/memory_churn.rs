@@ -392,10 +392,10 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
 /// (README, "Guarantees").
 fn assert_bounded(m: &Measured, config: &Config) {
     // Array regions hold at most about twice the live arrays plus the
-    // current region's unused end. Maintenance opens regions of a quarter
-    // of the live arrays (a power of two, 4 KiB to two huge pages), and
-    // live arrays, retired ones not yet freed included, stay below twice
-    // a fresh load's heap.
+    // current region's unused end. Maintenance opens regions of at most a
+    // quarter of the live arrays rounded up to a power of two (4 KiB to
+    // two huge pages), and live arrays, retired ones not yet freed
+    // included, stay below twice a fresh load's heap.
     let region = (m.fresh.max(m.loaded) / 2)
         .next_power_of_two()
         .clamp(4 << 10, 2 * HUGE_PAGE);
