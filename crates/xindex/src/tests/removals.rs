@@ -35,7 +35,8 @@ fn retain_keeps_a_record_written_after_keep_saw_it() {
     let inner = Arc::clone(&index);
     // `keep` rejects every record, but first writes to some keys itself:
     // to the key it is deciding on (the removal must then fail) and to a
-    // key further on (which retain then sees with its new value).
+    // key two further on (which retain sees with its new value and removes,
+    // or saw with the old one in a batch already fetched, and keeps).
     let seen = within_seconds(60, move || {
         let mut seen = Vec::new();
         inner.retain(|&k, v| {
