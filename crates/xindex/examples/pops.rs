@@ -15,9 +15,10 @@
 //! array records, 150 removed delta records and 8 groups on 100K keys,
 //! 3,400, 50 and 4 on 1M.
 //!
-//! `cargo run -p lidx-xindex --release --example pops [keys]`
-//! (default 1,000,000; the queue holds a tenth of them and runs as many
-//! rounds as there are keys).
+//! `cargo run -p lidx-xindex --release --example pops [keys] [drain|timers]`
+//! (default 1,000,000 keys, both patterns; the queue holds a tenth of the
+//! keys and runs as many rounds as there are keys; naming one pattern
+//! runs only `xindex`, for a profiler).
 
 mod common;
 
@@ -139,6 +140,19 @@ fn main() {
         .map_or(1_000_000, |a| a.parse().expect("a key count"));
     let keys: Vec<u64> = (0..n as u64).map(|i| i * 1024).collect();
     let small: Vec<u64> = keys[..n / 10].to_vec();
+    let only = std::env::args().nth(2);
+    if let Some(pattern) = only.as_deref() {
+        let mut x = X(None);
+        for _ in 0..RUNS {
+            let ns = match pattern {
+                "drain" => drain(&mut x, &keys).0,
+                "timers" => timers(&mut x, &small, n, 1024 * n as u64 / 10).0,
+                other => panic!("unknown pattern {other:?}: drain or timers"),
+            };
+            println!("xindex {pattern}: {ns:.0} ns");
+        }
+        return;
+    }
     let horizon = 1024 * n as u64 / 10;
     let mut queues: Vec<Box<dyn Queue>> = vec![
         Box::new(X(None)),

@@ -28,7 +28,9 @@ use lidx_core::search::{counted_within, exponential_by, window_around};
 use crate::delta::Delta;
 use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
-use crate::record::{CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at};
+use crate::record::{
+    CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at, skip_removed, skip_removed_back,
+};
 use crate::submodels::{SubModel, fewest_models, worst_error};
 use crate::tail::{Tail, TailSpec};
 
@@ -49,6 +51,20 @@ pub(crate) struct Records<K> {
     /// cleared) stays until `f` of the group is removed, and every scan
     /// from its start skips it.
     pub(crate) removed_run: AtomicBool,
+    /// Array records `0..live_from` are removed, and so are
+    /// `live_until..keys.len()`: bounds scans raise (lower) past the
+    /// removed runs they skip, so that the next scan from the array's start
+    /// (end) jumps them instead of skipping them again. Not in the paper:
+    /// a queue drained from the front (a pop each time) skipped every
+    /// record it had popped since the last compaction.
+    ///
+    /// Sound without any write-path cost because a removed array record
+    /// stays removed for the life of the array: a put never revives one
+    /// (it goes to the delta, so the compaction that dropped the record
+    /// cannot lose it), and a pointer record is never skipped as removed
+    /// (its target decides).
+    live_from: AtomicUsize,
+    live_until: AtomicUsize,
 }
 
 /// Removed array records a scan skips in one go that make it ask for the
@@ -70,12 +86,15 @@ impl<K: Key> Records<K> {
         // `Config::tail` gives a spec only for a non-zero capacity.
         let tail =
             tail.map(|spec| Tail::new(spec, tail_open, tail_start_model(models, keys.len())));
+        let len = keys.len();
         Records {
             keys: pages.store(keys),
             cells: pages.store(cells),
             tail,
             removed: AtomicUsize::new(0),
             removed_run: AtomicBool::new(false),
+            live_from: AtomicUsize::new(0),
+            live_until: AtomicUsize::new(len),
         }
     }
 
@@ -834,6 +853,63 @@ impl<K: Key> Group<K> {
     /// Counts a record removed from the array.
     pub(crate) fn note_removed(&self) {
         self.records.removed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The first array index from `at` of a record not seen removed
+    /// ([`skip_removed`]), starting from the end of the array's known
+    /// removed prefix if `at` lies inside it, and extending that prefix
+    /// when the run skipped starts at its end. Also returns whether the
+    /// run skipped was long enough to ask for a compaction
+    /// ([`note_removed_run`](Self::note_removed_run)).
+    #[inline]
+    pub(crate) fn skip_removed_from(&self, at: usize) -> (usize, bool) {
+        // Most scans start at a live record: they decide on the block's
+        // meta word, in the line they read next, and leave the hint's line
+        // (in `Records`, apart from this node) alone.
+        let len = self.keys.len();
+        if skip_removed(&self.cells, at, len.min(at + 1)) == at {
+            return (at, false);
+        }
+        let prefix = &self.records.live_from;
+        // Acquire: the records below it were seen removed by the scan that
+        // raised it, before this load; removed, they stay removed.
+        let known = prefix.load(Ordering::Acquire);
+        let start = at.max(known);
+        let end = skip_removed(&self.cells, start, len);
+        if start == known && end > known {
+            prefix.fetch_max(end, Ordering::AcqRel);
+        }
+        (end, self.note_removed_run(end - start))
+    }
+
+    /// [`skip_removed_from`](Self::skip_removed_from) backwards: the end
+    /// (exclusive) of the array records before `end` once the removed ones
+    /// just below it are skipped, using and extending the array's known
+    /// removed suffix.
+    #[inline]
+    pub(crate) fn skip_removed_before(&self, end: usize) -> (usize, bool) {
+        if skip_removed_back(&self.cells, end.saturating_sub(1), end) == end {
+            return (end, false);
+        }
+        let suffix = &self.records.live_until;
+        let known = suffix.load(Ordering::Acquire);
+        let start = end.min(known);
+        let at = skip_removed_back(&self.cells, 0, start);
+        if start == known && at < known {
+            suffix.fetch_min(at, Ordering::AcqRel);
+        }
+        (at, self.note_removed_run(start - at))
+    }
+
+    /// The array's known removed prefix and suffix: records
+    /// `0..prefix` and `suffix_start..` are removed.
+    #[cfg(test)]
+    pub(crate) fn known_removed(&self) -> (usize, usize) {
+        let r = &self.records;
+        (
+            r.live_from.load(Ordering::Relaxed),
+            r.live_until.load(Ordering::Relaxed),
+        )
     }
 
     /// Notes that a scan skipped `skipped` removed array records in one

@@ -30,9 +30,7 @@ use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{
-    CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at, skip_removed, skip_removed_back,
-};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
 use crate::root::Root;
 use crate::shard;
 use crate::sync::Backoff;
@@ -536,9 +534,9 @@ impl<K: Key> Inner<K> {
                 while at < keys.len() && taken < limit {
                     // Removed records (a prefix drained, a range cleared,
                     // before compaction drops them) a block at a time.
-                    let from = at;
-                    at = skip_removed(cells, at, keys.len());
-                    if group.note_removed_run(at - from) {
+                    let long_run;
+                    (at, long_run) = group.skip_removed_from(at);
+                    if long_run {
                         self.wake_maintenance();
                     }
                     let span_end = keys.len().min(at.saturating_add(limit - taken));
@@ -646,13 +644,12 @@ impl<K: Key> Inner<K> {
             };
             let mut buf = group.buf.last_within(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
-            let cells = group.arrays().1;
             loop {
                 if at <= array_len {
                     // As in `collect`: removed records a block at a time.
-                    let from = at;
-                    at = skip_removed_back(cells, 0, at);
-                    if group.note_removed_run(from - at) {
+                    let long_run;
+                    (at, long_run) = group.skip_removed_before(at);
+                    if long_run {
                         self.wake_maintenance();
                     }
                 }

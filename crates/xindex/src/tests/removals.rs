@@ -3,6 +3,7 @@
 //! sequential results are in the oracle tests.)
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -227,4 +228,73 @@ fn a_scan_past_a_long_removed_prefix_gets_its_group_compacted() {
     assert_eq!(index.first_key_value(), Some((1_100, 1_100)));
     background();
     assert_eq!(index.stats().compactions, 2);
+}
+
+/// The removed prefix and suffix a scan has skipped, read from the only
+/// group.
+fn known_removed(index: &XIndex<u64, u64>) -> (usize, usize) {
+    let guard = index.inner().reclaimer.pin();
+    let (group, end) = index.inner().root(&guard).route_first(&guard);
+    assert!(end.is_none(), "one group");
+    group.known_removed()
+}
+
+#[test]
+fn a_removed_prefix_or_suffix_is_skipped_once_and_keys_put_back_are_still_found() {
+    // One group, no background pass: the array keeps its removed records.
+    let config = Config {
+        initial_group_size: 1 << 15,
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::<u64, u64>::bulk_load((0..10_000u64).map(|k| (k, k + 1)), config).unwrap();
+    assert_eq!(known_removed(&index), (0, 10_000));
+    // A queue drained from the front, one record at a time.
+    for k in 0..5_000u64 {
+        let (key, value) = index.first_key_value().unwrap();
+        assert_eq!((key, value), (k, k + 1));
+        assert_eq!(
+            index.compare_exchange(&key, Some(value), None),
+            Ok(Some(value))
+        );
+        // Each look skipped the records taken before it only once.
+        assert_eq!(known_removed(&index).0, k as usize);
+    }
+    assert_eq!(index.first_key_value(), Some((5_000, 5_001)));
+    assert_eq!(known_removed(&index), (5_000, 10_000));
+    // And from the back.
+    for k in (9_000..10_000u64).rev() {
+        assert_eq!(index.last_key_value(), Some((k, k + 1)));
+        assert_eq!(index.remove(&k), Some(k + 1));
+    }
+    assert_eq!(index.last_key_value(), Some((8_999, 9_000)));
+    assert_eq!(known_removed(&index), (5_000, 9_000));
+    // A successor query from inside the prefix jumps it.
+    assert_eq!(
+        index.lower_bound(Bound::Included(&3_000)),
+        Some((5_000, 5_001))
+    );
+    // Keys put back go to the delta (a removed array record is never
+    // revived), so scans find them however far the bounds have moved.
+    for k in [0, 10, 4_999, 9_000, 9_999] {
+        assert_eq!(index.insert(k, 7), None);
+    }
+    assert_eq!(known_removed(&index), (5_000, 9_000));
+    assert_eq!(index.first_key_value(), Some((0, 7)));
+    assert_eq!(index.last_key_value(), Some((9_999, 7)));
+    assert_eq!(index.lower_bound(Bound::Excluded(&10)), Some((4_999, 7)));
+    assert_eq!(index.upper_bound(Bound::Excluded(&9_999)), Some((9_000, 7)));
+    let all: Vec<u64> = index.iter().map(|(k, _)| k).collect();
+    let expected: Vec<u64> = [0, 10, 4_999]
+        .into_iter()
+        .chain(5_000..9_000)
+        .chain([9_000, 9_999])
+        .collect();
+    assert_eq!(all, expected);
+    let back: Vec<u64> = index.iter().rev().map(|(k, _)| k).collect();
+    assert_eq!(back, expected.iter().rev().copied().collect::<Vec<_>>());
+    // A compaction builds a new array, whose bounds start afresh.
+    index.maintain_now();
+    assert_eq!(known_removed(&index), (0, expected.len()));
+    assert_eq!(index.len(), expected.len());
 }
