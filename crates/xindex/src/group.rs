@@ -859,8 +859,10 @@ impl<K: Key> Group<K> {
     /// ([`skip_removed`]), starting from the end of the array's known
     /// removed prefix if `at` lies inside it, and extending that prefix
     /// when the run skipped starts at its end. Also returns whether the
-    /// run skipped was long enough to ask for a compaction
-    /// ([`note_removed_run`](Self::note_removed_run)).
+    /// removed run from `at`, jumped or read, was long enough to ask for a
+    /// compaction ([`note_removed_run`](Self::note_removed_run)): a
+    /// removed prefix costs scans little now, but a group drained by pops
+    /// still costs each of them a visit until a pass drops its records.
     #[inline]
     pub(crate) fn skip_removed_from(&self, at: usize) -> (usize, bool) {
         // Most scans start at a live record: they decide on the block's
@@ -879,7 +881,7 @@ impl<K: Key> Group<K> {
         if start == known && end > known {
             prefix.fetch_max(end, Ordering::AcqRel);
         }
-        (end, self.note_removed_run(end - start))
+        (end, self.note_removed_run(end - at))
     }
 
     /// [`skip_removed_from`](Self::skip_removed_from) backwards: the end
@@ -898,7 +900,7 @@ impl<K: Key> Group<K> {
         if start == known && at < known {
             suffix.fetch_min(at, Ordering::AcqRel);
         }
-        (at, self.note_removed_run(start - at))
+        (at, self.note_removed_run(end - at))
     }
 
     /// The array's known removed prefix and suffix: records
