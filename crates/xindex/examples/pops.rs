@@ -8,12 +8,11 @@
 //! queue), medians of five runs, and checks that every map handed out the
 //! same keys and values.
 //!
-//! Removed array records stay until maintenance compacts their group, so
-//! each pop walks past the ones popped before it (session 53, counted in
-//! `Inner::collect`, per pop): the drain skips about 4,000 removed array
-//! records on 100K keys and 7,000 on 1M; the queue about 1,900 removed
-//! array records, 150 removed delta records and 8 groups on 100K keys,
-//! 3,400, 50 and 4 on 1M.
+//! Removed records stay until maintenance compacts their group. Scans jump
+//! an array's removed prefix once one has read it, but each pop still
+//! visits the groups drained since the last pass (7-9 per pop in the
+//! drain) and, in the queue, steps through 100-190 removed delta records
+//! (session 53's counts; `docs/xindex-design-notes.md`, "Pops").
 //!
 //! `cargo run -p lidx-xindex --release --example pops [keys] [drain|timers]`
 //! (default 1,000,000 keys, both patterns; the queue holds a tenth of the
