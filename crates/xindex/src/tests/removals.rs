@@ -196,17 +196,24 @@ fn retain_and_remove_range_race_with_writers_exactly() {
     }
 }
 
-#[test]
-fn a_scan_past_a_long_removed_prefix_gets_its_group_compacted() {
-    // One large group, no background thread: a prefix of 1,000 removed
-    // records is far below the f = 1/4 that the paper's trigger waits for.
+/// An index of `pairs` in one group (up to 2^17 keys), with no
+/// background thread: removed array records stay until a test's pass.
+fn one_quiet_group(pairs: impl IntoIterator<Item = (u64, u64)>) -> XIndex<u64, u64> {
     let config = Config {
         initial_group_size: 1 << 17,
         maintenance_interval: None,
         ..Config::default()
     };
-    let index = XIndex::<u64, u64>::bulk_load((0..100_000u64).map(|k| (k, k)), config).unwrap();
+    let index = XIndex::bulk_load(pairs, config).unwrap();
     assert_eq!(index.stats().groups.len(), 1);
+    index
+}
+
+#[test]
+fn a_scan_past_a_long_removed_prefix_gets_its_group_compacted() {
+    // A prefix of 1,000 removed records is far below the f = 1/4 that the
+    // paper's trigger waits for.
+    let index = one_quiet_group((0..100_000u64).map(|k| (k, k)));
     assert_eq!(index.remove_range(..1_000), 1_000);
     let background = || index.inner().maintain(crate::maintenance::Pass::Background);
     background();
@@ -241,13 +248,7 @@ fn known_removed(index: &XIndex<u64, u64>) -> (usize, usize) {
 
 #[test]
 fn a_removed_prefix_or_suffix_is_skipped_once_and_keys_put_back_are_still_found() {
-    // One group, no background pass: the array keeps its removed records.
-    let config = Config {
-        initial_group_size: 1 << 15,
-        maintenance_interval: None,
-        ..Config::default()
-    };
-    let index = XIndex::<u64, u64>::bulk_load((0..10_000u64).map(|k| (k, k + 1)), config).unwrap();
+    let index = one_quiet_group((0..10_000u64).map(|k| (k, k + 1)));
     assert_eq!(known_removed(&index), (0, 10_000));
     // A queue drained from the front, one record at a time.
     for k in 0..5_000u64 {
