@@ -29,7 +29,8 @@ use crate::delta::Delta;
 use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
 use crate::record::{
-    CellBlock, Record, RecordCell, SLOTS, blocks_of, record_at, skip_removed, skip_removed_back,
+    CellBlock, Record, RecordCell, RemovedBounds, SLOTS, blocks_of, record_at, skip_removed,
+    skip_removed_back,
 };
 use crate::submodels::{SubModel, fewest_models, worst_error};
 use crate::tail::{Tail, TailSpec};
@@ -51,20 +52,9 @@ pub(crate) struct Records<K> {
     /// cleared) stays until `f` of the group is removed, and every scan
     /// from its start skips it.
     pub(crate) removed_run: AtomicBool,
-    /// Array records `0..live_from` are removed, and so are
-    /// `live_until..keys.len()`: bounds scans raise (lower) past the
-    /// removed runs they skip, so that the next scan from the array's start
-    /// (end) jumps them instead of skipping them again. Not in the paper:
-    /// a queue drained from the front (a pop each time) skipped every
-    /// record it had popped since the last compaction.
-    ///
-    /// Sound without any write-path cost because a removed array record
-    /// stays removed for the life of the array: a put never revives one
-    /// (it goes to the delta, so the compaction that dropped the record
-    /// cannot lose it), and a pointer record is never skipped as removed
-    /// (its target decides).
-    live_from: AtomicUsize,
-    live_until: AtomicUsize,
+    /// The removed prefix and suffix scans have read, which later scans
+    /// jump.
+    pub(crate) removed_bounds: RemovedBounds,
 }
 
 /// Removed array records a scan skips in one go that make it ask for the
@@ -93,8 +83,7 @@ impl<K: Key> Records<K> {
             tail,
             removed: AtomicUsize::new(0),
             removed_run: AtomicBool::new(false),
-            live_from: AtomicUsize::new(0),
-            live_until: AtomicUsize::new(len),
+            removed_bounds: RemovedBounds::new(len),
         }
     }
 
@@ -866,21 +855,13 @@ impl<K: Key> Group<K> {
     #[inline]
     pub(crate) fn skip_removed_from(&self, at: usize) -> (usize, bool) {
         // Most scans start at a live record: they decide on the block's
-        // meta word, in the line they read next, and leave the hint's line
-        // (in `Records`, apart from this node) alone.
+        // meta word, in the line they read next, and leave the bounds'
+        // line (in `Records`, apart from this node) alone.
         let len = self.keys.len();
         if skip_removed(&self.cells, at, len.min(at + 1)) == at {
             return (at, false);
         }
-        let prefix = &self.records.live_from;
-        // Acquire: the records below it were seen removed by the scan that
-        // raised it, before this load; removed, they stay removed.
-        let known = prefix.load(Ordering::Acquire);
-        let start = at.max(known);
-        let end = skip_removed(&self.cells, start, len);
-        if start == known && end > known {
-            prefix.fetch_max(end, Ordering::AcqRel);
-        }
+        let end = self.records.removed_bounds.skip_from(&self.cells, at, len);
         (end, self.note_removed_run(end - at))
     }
 
@@ -893,25 +874,15 @@ impl<K: Key> Group<K> {
         if skip_removed_back(&self.cells, end.saturating_sub(1), end) == end {
             return (end, false);
         }
-        let suffix = &self.records.live_until;
-        let known = suffix.load(Ordering::Acquire);
-        let start = end.min(known);
-        let at = skip_removed_back(&self.cells, 0, start);
-        if start == known && at < known {
-            suffix.fetch_min(at, Ordering::AcqRel);
-        }
+        let at = self.records.removed_bounds.skip_before(&self.cells, end);
         (at, self.note_removed_run(end - at))
     }
 
     /// The array's known removed prefix and suffix: records
     /// `0..prefix` and `suffix_start..` are removed.
-    #[cfg(test)]
+    #[cfg(all(test, not(xindex_loom)))]
     pub(crate) fn known_removed(&self) -> (usize, usize) {
-        let r = &self.records;
-        (
-            r.live_from.load(Ordering::Relaxed),
-            r.live_until.load(Ordering::Relaxed),
-        )
+        self.records.removed_bounds.known()
     }
 
     /// Notes that a scan skipped `skipped` removed array records in one

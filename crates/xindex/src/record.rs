@@ -31,7 +31,7 @@
 
 use std::ptr::NonNull;
 
-use crate::sync::{AtomicU64, Ordering, spin};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, spin};
 use crate::value::Value;
 
 /// Records per [`CellBlock`]: one meta word and seven value words fill a
@@ -352,6 +352,74 @@ pub(crate) fn skip_removed_back(blocks: &[CellBlock], start: usize, mut end: usi
         end = base + first_slot;
     }
     end
+}
+
+/// The removed prefix and suffix of one array that scans have read:
+/// records `0..prefix_end` and `suffix_start..` are removed. Scans raise
+/// (lower) a bound past the removed run they skip, so that the next scan
+/// from the array's start (end) jumps the run instead of skipping it
+/// again. Not in the paper: a queue drained from the front skipped every
+/// record it had popped since the last compaction.
+///
+/// Sound without any write-path cost because a removed array record stays
+/// removed for the life of the array: a put never revives one (it goes to
+/// the delta, so the compaction that dropped the record cannot lose it),
+/// [`skip_removed`] never skips a pointer record (its target decides), and
+/// a target is not revived once a pointer points at it. A bound moves only
+/// past records read from it (a skip that starts exactly at the bound), so
+/// every record behind it was seen removed (model:
+/// `loom_removed_bounds_pass_only_records_seen_removed`).
+#[derive(Debug)]
+pub(crate) struct RemovedBounds {
+    prefix_end: AtomicUsize,
+    suffix_start: AtomicUsize,
+}
+
+impl RemovedBounds {
+    /// No known removed records in an array of `len`.
+    pub(crate) fn new(len: usize) -> Self {
+        RemovedBounds {
+            prefix_end: AtomicUsize::new(0),
+            suffix_start: AtomicUsize::new(len),
+        }
+    }
+
+    /// [`skip_removed`] from `at` (below `len`), starting from the end of
+    /// the known prefix if `at` lies inside it, and extending the prefix
+    /// when the skip starts at its end.
+    #[inline]
+    pub(crate) fn skip_from(&self, blocks: &[CellBlock], at: usize, len: usize) -> usize {
+        // Acquire: the records below it were seen removed by the scan that
+        // raised it, before this load; removed, they stay removed.
+        let known = self.prefix_end.load(Ordering::Acquire);
+        let start = at.max(known);
+        let end = skip_removed(blocks, start, len);
+        if start == known && end > known {
+            self.prefix_end.fetch_max(end, Ordering::AcqRel);
+        }
+        end
+    }
+
+    /// [`skip_removed_back`] from `end` down to 0, mirrored.
+    #[inline]
+    pub(crate) fn skip_before(&self, blocks: &[CellBlock], end: usize) -> usize {
+        let known = self.suffix_start.load(Ordering::Acquire);
+        let start = end.min(known);
+        let at = skip_removed_back(blocks, 0, start);
+        if start == known && at < known {
+            self.suffix_start.fetch_min(at, Ordering::AcqRel);
+        }
+        at
+    }
+
+    /// The bounds: `(prefix_end, suffix_start)`.
+    #[cfg(all(test, not(xindex_loom)))]
+    pub(crate) fn known(&self) -> (usize, usize) {
+        (
+            self.prefix_end.load(Ordering::Relaxed),
+            self.suffix_start.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Record `i` of an array stored as `blocks`.
@@ -967,6 +1035,55 @@ mod loom_tests {
     use crate::sync::loom_model as model;
     use loom::sync::Arc;
     use loom::thread;
+
+    /// The removed-run bounds move only past records seen removed: records
+    /// 0 and 2 of three are removed while one scan starts at 2 (forwards)
+    /// and at 1 (backwards), inside no bound, and another scans the whole
+    /// array from each end. Record 1, never removed, is never jumped,
+    /// whatever the first scan did to the bounds.
+    #[test]
+    fn loom_removed_bounds_pass_only_records_seen_removed() {
+        model(3, || {
+            let blocks = Arc::new(CellBlock::live(&[1, 2, 3]));
+            let bounds = Arc::new(RemovedBounds::new(3));
+            let remover = {
+                let blocks = blocks.clone();
+                thread::spawn(move || {
+                    for slot in [0, 2] {
+                        let removed = blocks[0].record(slot).write(Write::Remove, false);
+                        assert!(matches!(removed, Outcome::Applied(Some(_))));
+                    }
+                })
+            };
+            let inner = {
+                let (blocks, bounds) = (blocks.clone(), bounds.clone());
+                thread::spawn(move || {
+                    let forwards = bounds.skip_from(&blocks, 2, 3);
+                    let backwards = bounds.skip_before(&blocks, 1);
+                    assert!(forwards >= 2 && backwards <= 1);
+                })
+            };
+            let whole = {
+                let (blocks, bounds) = (blocks.clone(), bounds.clone());
+                thread::spawn(move || {
+                    (
+                        bounds.skip_from(&blocks, 0, 3),
+                        bounds.skip_before(&blocks, 3),
+                    )
+                })
+            };
+            let (first, last_end) = whole.join().unwrap();
+            assert!(first <= 1, "jumped the live record 1: {first}");
+            assert!(
+                last_end >= 2,
+                "jumped the live record 1 backwards: {last_end}"
+            );
+            remover.join().unwrap();
+            inner.join().unwrap();
+            assert_eq!(bounds.skip_from(&blocks, 0, 3), 1);
+            assert_eq!(bounds.skip_before(&blocks, 3), 2);
+        });
+    }
 
     /// Readers see whole writes in order; removal is observed atomically.
     #[test]
