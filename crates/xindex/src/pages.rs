@@ -590,8 +590,9 @@ mod tests {
 
     /// Maintenance's sparse-region rule alone, on a quiescent index:
     /// groups of a keys array and a cells array each, rebuilt (both
-    /// arrays stored again, the old ones dropped) while either is in a
-    /// sparse region. Returns the rounds until none was.
+    /// arrays stored again) while either is in a sparse region, the old
+    /// arrays dropped at the end of the round or, with `free_late`, a
+    /// round later. Returns the rounds until a round rebuilt nothing.
     fn rebuild_sparse_groups(
         pages: &Pages,
         groups: &mut [(Span<u8>, Span<u8>)],
