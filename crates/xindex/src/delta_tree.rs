@@ -338,9 +338,12 @@ struct RecordLane<K>(Mutex<Arena<DeltaRecord<K>>>);
 /// which thread first asked for a shard.
 #[inline]
 fn record_lane() -> usize {
-    if cfg!(xindex_loom) {
+    #[cfg(xindex_loom)]
+    {
         0
-    } else {
+    }
+    #[cfg(not(xindex_loom))]
+    {
         crate::shard::current() % RECORD_LANES
     }
 }
