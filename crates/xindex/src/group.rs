@@ -28,10 +28,7 @@ use lidx_core::search::{counted_within, exponential_by, window_around};
 use crate::delta::Delta;
 use crate::hint::ArrayHint;
 use crate::pages::{Pages, Span, SpanView};
-use crate::record::{
-    CellBlock, Record, RecordCell, RemovedBounds, SLOTS, blocks_of, record_at, skip_removed,
-    skip_removed_back,
-};
+use crate::record::{CellBlock, Record, RecordCell, RemovedBounds, SLOTS, blocks_of, record_at};
 use crate::submodels::{SubModel, fewest_models, worst_error};
 use crate::tail::{Tail, TailSpec};
 
@@ -845,7 +842,7 @@ impl<K: Key> Group<K> {
     }
 
     /// The first array index from `at` of a record not seen removed
-    /// ([`skip_removed`]), starting from the end of the array's known
+    /// ([`RemovedBounds::skip_from`]), starting from the end of the array's known
     /// removed prefix if `at` lies inside it, and extending that prefix
     /// when the run skipped starts at its end. Also returns whether the
     /// removed run from `at`, jumped or read, was long enough to ask for a
@@ -854,13 +851,7 @@ impl<K: Key> Group<K> {
     /// still costs each of them a visit until a pass drops its records.
     #[inline]
     pub(crate) fn skip_removed_from(&self, at: usize) -> (usize, bool) {
-        // Most scans start at a live record: they decide on the block's
-        // meta word, in the line they read next, and leave the bounds'
-        // line (in `Records`, apart from this node) alone.
         let len = self.keys.len();
-        if skip_removed(&self.cells, at, len.min(at + 1)) == at {
-            return (at, false);
-        }
         let end = self.records.removed_bounds.skip_from(&self.cells, at, len);
         (end, self.note_removed_run(end - at))
     }
@@ -871,9 +862,6 @@ impl<K: Key> Group<K> {
     /// removed suffix.
     #[inline]
     pub(crate) fn skip_removed_before(&self, end: usize) -> (usize, bool) {
-        if skip_removed_back(&self.cells, end.saturating_sub(1), end) == end {
-            return (end, false);
-        }
         let at = self.records.removed_bounds.skip_before(&self.cells, end);
         (at, self.note_removed_run(end - at))
     }

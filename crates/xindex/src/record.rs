@@ -389,6 +389,13 @@ impl RemovedBounds {
     /// when the skip starts at its end.
     #[inline]
     pub(crate) fn skip_from(&self, blocks: &[CellBlock], at: usize, len: usize) -> usize {
+        // Most scans start at a live record: they decide on its block's
+        // meta word, in the line they read next, and leave the bounds'
+        // line (in the array's shared `Records`, apart from the group
+        // node) alone.
+        if skip_removed(blocks, at, len.min(at + 1)) == at {
+            return at;
+        }
         // Acquire: the records below it were seen removed by the scan that
         // raised it, before this load; removed, they stay removed.
         let known = self.prefix_end.load(Ordering::Acquire);
@@ -403,6 +410,9 @@ impl RemovedBounds {
     /// [`skip_removed_back`] from `end` down to 0, mirrored.
     #[inline]
     pub(crate) fn skip_before(&self, blocks: &[CellBlock], end: usize) -> usize {
+        if skip_removed_back(blocks, end.saturating_sub(1), end) == end {
+            return end;
+        }
         let known = self.suffix_start.load(Ordering::Acquire);
         let start = end.min(known);
         let at = skip_removed_back(blocks, 0, start);
