@@ -720,7 +720,7 @@ impl<K: Key> Group<K> {
     /// waits for one round trip to memory instead of two (the start's
     /// window, then the run). At most [`SCAN_PREFETCH_LINES`] lines of each.
     /// Keys that own memory are left to the copy.
-    #[inline]
+    #[inline(always)]
     fn scan_prediction(&self, key: &K, records: usize) -> Prediction {
         let predicted = self.prediction(key);
         if std::mem::needs_drop::<K>() || self.keys.is_empty() || !scan_early_prefetch() {
@@ -801,6 +801,7 @@ impl<K: Key> Group<K> {
     /// `tail_len` tail records count) of the first record inside `bound`,
     /// for a scan that will copy about `run` records from there: their
     /// lines are requested with the search's ([`scan_prediction`](Self::scan_prediction)).
+    #[inline(always)]
     pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
         let keys = &self.keys;
         let array = match bound {
@@ -904,8 +905,8 @@ const SEARCH_WINDOW: usize = 16;
 /// it; galloping from here costs a few more dependent loads instead.
 const MAX_COUNTED_REACH: usize = 128;
 
-/// Cache lines of keys (and, separately, of cells) a scan prefetches when
-/// it starts copying a group's array: enough for a 100-record scan of
+/// Cache lines of keys (and, separately, of cells) a scan requests with
+/// its start's search in a group's array: enough for a 100-record scan of
 /// 8-byte keys, bounded so a long range does not flood the memory system.
 pub(crate) const SCAN_PREFETCH_LINES: usize = 32;
 

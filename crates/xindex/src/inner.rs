@@ -17,20 +17,19 @@ use std::time::Instant;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::CachePadded;
 use lidx_core::Key;
-use lidx_core::prefetch::prefetch_slice;
 use lidx_core::search::partition_by;
 use parking_lot::Mutex;
 
 use crate::budget::DeltaBudget;
 use crate::config::Config;
 use crate::delta::{Delta, DeltaRecord, Upserted};
-use crate::group::{Group, Prediction, SCAN_PREFETCH_LINES};
+use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
 use crate::node_slab::{NodeSlab, SlabBox};
 use crate::pages::Pages;
 use crate::reclaim::Reclaimer;
-use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, blocks_of, record_at};
+use crate::record::{CellBlock, Outcome, Record, SLOTS, Write, record_at};
 use crate::root::Root;
 use crate::shard;
 use crate::sync::Backoff;
@@ -472,15 +471,28 @@ impl<K: Key> Inner<K> {
         removed
     }
 
-    /// Appends up to `limit` live records with keys after `lower` and
-    /// within `upper`, in key order. Returns where to resume, or `None`
-    /// when the range is exhausted.
-    pub(crate) fn collect<V: Value>(
+    lidx_core::x86_64_v3_twin! {
+        /// Appends up to `limit` live records with keys after `lower` and
+        /// within `upper`, in key order. Returns where to resume, or `None`
+        /// when the range is exhausted.
+        ///
+        /// Built for x86-64-v3 like `get`, with the start's search inlined:
+        /// the root's and the array's counts then compare four keys per
+        /// instruction. A one-record scan of osm thinned to 43K keys (in
+        /// cache) went from 123-125 to 107-110 ns (`examples/scan_lengths.rs`,
+        /// session 54); out of cache the search's miss hides most of it.
+        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, out: &mut C) -> Option<Bound<K>>
+            => collect_x86_64_v3, collect_baseline, collect_portable;
+    }
+
+    /// [`collect`](Self::collect) for the build's baseline target.
+    #[inline(always)]
+    pub(crate) fn collect_portable<V: Value, C: Collector<K, V>>(
         &self,
         lower: Bound<K>,
         upper: &Bound<K>,
         limit: usize,
-        out: &mut impl Collector<K, V>,
+        out: &mut C,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(lower);
@@ -502,21 +514,15 @@ impl<K: Key> Inner<K> {
             let end = array_len + tail_len;
             // The run's lines go out with the start's key window, not after
             // it: scans of 100 records took 9-18% less time on osm, books,
-            // geolite2 and lognormal 10M (`scan_ab`, session 31).
+            // geolite2 and lognormal 10M (`scan_ab`, session 31). They are
+            // not requested again once the start is found: that second
+            // request (kept from before session 31) cost a scan of one
+            // record on osm 10-20% of its time, in cache or not
+            // (`examples/scan_lengths.rs`, session 54).
             let mut at = group.first_index(lower_ref, tail_len, limit - taken);
             let mut buf = group.buf.first_from(lower_ref);
             let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref));
             let (keys, cells) = group.arrays();
-            if at < keys.len() {
-                // Start every miss of the records this call will copy at
-                // once instead of one line after another.
-                let ahead = at..keys.len().min(at.saturating_add(limit - taken));
-                prefetch_slice(&keys[ahead.clone()], SCAN_PREFETCH_LINES);
-                prefetch_slice(
-                    blocks_of(cells, ahead.start, ahead.end),
-                    SCAN_PREFETCH_LINES,
-                );
-            }
             loop {
                 let buf_key = buf.map(|e| e.key()).filter(|k| in_range(k));
                 let tmp_key = tmp.map(|e| e.key()).filter(|k| in_range(k));
@@ -613,6 +619,7 @@ impl<K: Key> Inner<K> {
     /// group's pivot. A group's pivot is its lower end and is read with
     /// it, so every key present throughout the call lies in one of the
     /// groups visited, as for `collect`.
+    #[inline(always)]
     pub(crate) fn collect_rev<V: Value>(
         &self,
         lower: &Bound<K>,
@@ -710,12 +717,23 @@ impl<K: Key> Inner<K> {
         }
     }
 
-    /// The last live record inside the upper bound `upper` (with
-    /// `Included(k)`, a predecessor or floor query): one record of
-    /// [`collect_rev`](Self::collect_rev), with no buffer. (An x86-64-v3
-    /// build of it, like `get`'s, made no difference that four
-    /// alternated rounds on books and geolite2 could tell from noise.)
-    pub(crate) fn last_within(&self, upper: Bound<&K>) -> Option<(K, u64)> {
+    lidx_core::x86_64_v3_twin! {
+        /// The last live record inside the upper bound `upper` (with
+        /// `Included(k)`, a predecessor or floor query): one record of
+        /// [`collect_rev`](Self::collect_rev), with no buffer.
+        ///
+        /// Built for x86-64-v3 like [`collect`](Self::collect): out of cache
+        /// four alternated rounds on books and geolite2 could not tell it
+        /// from the baseline build (session 48); in cache (osm thinned to
+        /// 43K keys) a floor query went from 111-112 to 104-105 ns
+        /// (session 54).
+        pub(crate) fn last_within(&self, upper: Bound<&K>) -> Option<(K, u64)>
+            => last_within_x86_64_v3, last_within_baseline, last_within_portable;
+    }
+
+    /// [`last_within`](Self::last_within) for the build's baseline target.
+    #[inline(always)]
+    pub(crate) fn last_within_portable(&self, upper: Bound<&K>) -> Option<(K, u64)> {
         let mut found = None;
         self.collect_rev::<u64>(&Bound::Unbounded, upper.cloned(), 1, |k, word| {
             found = Some((k, word));

@@ -1,0 +1,113 @@
+//! Scans of 1 to 100 records from random loaded keys, `XIndex::scan`
+//! beside `BTreeMap::range` behind an `RwLock`: what a scan costs to start
+//! and what each record adds. One thread, medians of five passes.
+//!
+//! `cargo run -p lidx-xindex --release --example scan_lengths [SOSD u64 file]`
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::RwLock;
+use std::time::Instant;
+
+use lidx_xindex::{Config, XIndex};
+
+fn main() -> lidx_core::Result<()> {
+    let (path, keys) = common::keys_from_args()?;
+    // `SCAN_STARTS=20000`: fewer scans (under valgrind).
+    let count = std::env::var("SCAN_STARTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200_000);
+    let starts: Vec<u64> = common::shuffled(&keys).into_iter().take(count).collect();
+    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), Config::default())?;
+    let btree = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
+    println!(
+        "{} ({} keys): ns per scan, medians of 5",
+        path.display(),
+        keys.len()
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>7}",
+        "len", "xindex", "btreemap", "ratio"
+    );
+    let mut out = Vec::with_capacity(128);
+    // A get of the same keys, for what starting a scan adds to a search.
+    let (mut xs, mut bs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut sum = 0u64;
+        let t = Instant::now();
+        for &s in &starts {
+            sum = sum.wrapping_add(index.get(&s).expect("loaded"));
+        }
+        xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+        let t = Instant::now();
+        for &s in &starts {
+            let map = btree.read().expect("never poisoned");
+            sum = sum.wrapping_sub(*map.get(&s).expect("loaded"));
+        }
+        bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+        assert_eq!(sum, 0, "both return the loaded values");
+    }
+    let (x, b) = (common::median(xs), common::median(bs));
+    println!("{:>5} {x:>10.0} {b:>10.0} {:>6.2}x", "get", b / x);
+    // A predecessor query one above each key: a backwards scan of one.
+    let (mut xs, mut bs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut sum = 0u64;
+        let t = Instant::now();
+        for &s in &starts {
+            let below = s.saturating_add(1);
+            sum = sum.wrapping_add(
+                index
+                    .upper_bound(Bound::Included(&below))
+                    .expect("loaded")
+                    .0,
+            );
+        }
+        xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+        let t = Instant::now();
+        for &s in &starts {
+            let below = s.saturating_add(1);
+            let map = btree.read().expect("never poisoned");
+            sum = sum.wrapping_sub(*map.range(..=below).next_back().expect("loaded").0);
+        }
+        bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+        assert_eq!(sum, 0, "both find the same predecessors");
+    }
+    let (x, b) = (common::median(xs), common::median(bs));
+    println!("{:>5} {x:>10.0} {b:>10.0} {:>6.2}x", "floor", b / x);
+    // `SCAN_LENGTHS=1,100` picks lengths (for a profile of one).
+    let lengths: Vec<usize> = std::env::var("SCAN_LENGTHS").map_or_else(
+        |_| vec![1, 2, 5, 10, 25, 50, 100],
+        |s| s.split(',').filter_map(|l| l.parse().ok()).collect(),
+    );
+    for len in lengths {
+        let mut xs = Vec::new();
+        let mut bs = Vec::new();
+        for _ in 0..5 {
+            let mut sum = 0u64;
+            let t = Instant::now();
+            for &s in &starts {
+                out.clear();
+                index.scan(&s, len, &mut out);
+                sum = sum.wrapping_add(out.len() as u64);
+            }
+            xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+            let t = Instant::now();
+            for &s in &starts {
+                out.clear();
+                let map = btree.read().expect("never poisoned");
+                out.extend(map.range(s..).take(len).map(|(&k, &v)| (k, v)));
+                drop(map);
+                sum = sum.wrapping_sub(out.len() as u64);
+            }
+            bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
+            assert_eq!(sum, 0, "both return as many records");
+        }
+        let (x, b) = (common::median(xs), common::median(bs));
+        println!("{len:>5} {x:>10.0} {b:>10.0} {:>6.2}x", b / x);
+    }
+    Ok(())
+}
