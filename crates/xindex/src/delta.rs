@@ -223,8 +223,14 @@ impl<K: Key> Delta<K> {
     }
 
     /// First record whose key is inside `bound`.
+    #[inline]
     pub(crate) fn first_from(&self, bound: Bound<&K>) -> Option<&DeltaRecord<K>> {
-        // Not from `len`, for the reason given at `get`.
+        // Not from `len`, for the reason given at `get`. An empty tree (a
+        // group's right after its compaction) answers from its root
+        // pointer here, without the call.
+        if self.tree.is_empty() {
+            return None;
+        }
         self.tree.first_from(bound)
     }
 
@@ -234,7 +240,12 @@ impl<K: Key> Delta<K> {
     }
 
     /// Last record whose key is inside `bound` (an upper bound).
+    #[inline]
     pub(crate) fn last_within(&self, bound: Bound<&K>) -> Option<&DeltaRecord<K>> {
+        // As in `first_from`.
+        if self.tree.is_empty() {
+            return None;
+        }
         self.tree.last_within(bound)
     }
 

@@ -738,6 +738,7 @@ impl<K: Key> DeltaTree<K> {
     }
 
     /// Whether no record was ever inserted.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.root.load(Ordering::Acquire).is_null()
     }

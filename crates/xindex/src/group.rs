@@ -720,23 +720,32 @@ impl<K: Key> Group<K> {
     /// waits for one round trip to memory instead of two (the start's
     /// window, then the run). At most [`SCAN_PREFETCH_LINES`] lines of each.
     /// Keys that own memory are left to the copy.
+    ///
+    /// The keys go first, the search's window among them: the search waits
+    /// on those lines (leaving the window to the search's own loads, after
+    /// the run's requests, made 100-record scans of osm 3% slower, session
+    /// 54). The cells go out as a count of whole blocks from the first
+    /// one's address (a block is a line; one past the array is a hint that
+    /// never faults), without slicing.
     #[inline(always)]
     fn scan_prediction(&self, key: &K, records: usize) -> Prediction {
         let predicted = self.prediction(key);
-        if std::mem::needs_drop::<K>() || self.keys.is_empty() || !scan_early_prefetch() {
+        let len = self.keys.len();
+        if std::mem::needs_drop::<K>() || len == 0 || !scan_early_prefetch() {
             return predicted;
         }
-        let start = predicted
-            .pos
-            .saturating_sub(SEARCH_WINDOW / 2)
-            .min(self.keys.len());
+        let start = predicted.pos.saturating_sub(SEARCH_WINDOW / 2).min(len);
         let end = predicted
             .pos
             .saturating_add(records)
             .saturating_add(SEARCH_WINDOW / 2)
-            .clamp(start, self.keys.len());
+            .clamp(start, len);
         prefetch_slice(&self.keys[start..end], SCAN_PREFETCH_LINES);
-        prefetch_slice(blocks_of(&self.cells, start, end), SCAN_PREFETCH_LINES);
+        let blocks = (end - start).div_ceil(SLOTS) + 1;
+        prefetch_lines(
+            self.cells.as_ptr().wrapping_add(start / SLOTS),
+            blocks.min(SCAN_PREFETCH_LINES),
+        );
         predicted
     }
 

@@ -304,6 +304,14 @@ fn removed_slots(block: &CellBlock) -> Option<u64> {
     (meta & LOCK == 0).then_some((meta >> REMOVED_SHIFT) & !(meta >> POINTER_SHIFT))
 }
 
+/// Whether record `at` of an array stored as `blocks` reads as removed in
+/// one load of its block's meta word, as [`skip_removed`] reads it (a
+/// locked block reads as not removed: the caller reads the record).
+#[inline(always)]
+fn removed_at(blocks: &[CellBlock], at: usize) -> bool {
+    removed_slots(&blocks[at / SLOTS]).is_some_and(|removed| removed >> (at % SLOTS) & 1 != 0)
+}
+
 /// Bits `first..end`.
 #[inline]
 fn slot_mask(first: usize, end: usize) -> u64 {
@@ -387,15 +395,22 @@ impl RemovedBounds {
     /// [`skip_removed`] from `at` (below `len`), starting from the end of
     /// the known prefix if `at` lies inside it, and extending the prefix
     /// when the skip starts at its end.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn skip_from(&self, blocks: &[CellBlock], at: usize, len: usize) -> usize {
         // Most scans start at a live record: they decide on its block's
         // meta word, in the line they read next, and leave the bounds'
         // line (in the array's shared `Records`, apart from the group
-        // node) alone.
-        if skip_removed(blocks, at, len.min(at + 1)) == at {
+        // node) alone, without a call.
+        if !removed_at(blocks, at) {
             return at;
         }
+        self.skip_known_from(blocks, at, len)
+    }
+
+    /// [`skip_from`](Self::skip_from) once the record at `at` was seen
+    /// removed.
+    #[inline(never)]
+    fn skip_known_from(&self, blocks: &[CellBlock], at: usize, len: usize) -> usize {
         // Acquire: the records below it were seen removed by the scan that
         // raised it, before this load; removed, they stay removed.
         let known = self.prefix_end.load(Ordering::Acquire);
@@ -408,11 +423,18 @@ impl RemovedBounds {
     }
 
     /// [`skip_removed_back`] from `end` down to 0, mirrored.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn skip_before(&self, blocks: &[CellBlock], end: usize) -> usize {
-        if skip_removed_back(blocks, end.saturating_sub(1), end) == end {
+        if end == 0 || !removed_at(blocks, end - 1) {
             return end;
         }
+        self.skip_known_before(blocks, end)
+    }
+
+    /// [`skip_before`](Self::skip_before) once the record before `end` was
+    /// seen removed.
+    #[inline(never)]
+    fn skip_known_before(&self, blocks: &[CellBlock], end: usize) -> usize {
         let known = self.suffix_start.load(Ordering::Acquire);
         let start = end.min(known);
         let at = skip_removed_back(blocks, 0, start);
