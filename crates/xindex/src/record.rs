@@ -306,10 +306,14 @@ fn removed_slots(block: &CellBlock) -> Option<u64> {
 
 /// Whether record `at` of an array stored as `blocks` reads as removed in
 /// one load of its block's meta word, as [`skip_removed`] reads it (a
-/// locked block reads as not removed: the caller reads the record).
+/// locked block reads as not removed: the caller reads the record; so
+/// does a slot past the array's blocks, where a skip would stop too).
 #[inline(always)]
 fn removed_at(blocks: &[CellBlock], at: usize) -> bool {
-    removed_slots(&blocks[at / SLOTS]).is_some_and(|removed| removed >> (at % SLOTS) & 1 != 0)
+    blocks
+        .get(at / SLOTS)
+        .and_then(removed_slots)
+        .is_some_and(|removed| removed >> (at % SLOTS) & 1 != 0)
 }
 
 /// Bits `first..end`.
