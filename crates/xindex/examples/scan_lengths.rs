@@ -3,6 +3,12 @@
 //! and what each record adds. One thread, medians of five passes.
 //!
 //! `cargo run -p lidx-xindex --release --example scan_lengths [SOSD u64 file]`
+//!
+//! `SCAN_LENGTHS=1,100` picks the lengths, `SCAN_STARTS=N` how many scans
+//! a pass makes, and `SCAN_DELTAS=N` holds every `N`-th key back from the
+//! bulk load and inserts it afterwards (both maps, in random order, with
+//! the index's maintenance off), so scans merge that many keys from the
+//! groups' deltas.
 
 mod common;
 
@@ -21,12 +27,34 @@ fn main() -> lidx_core::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
     let starts: Vec<u64> = common::shuffled(&keys).into_iter().take(count).collect();
-    let index = XIndex::bulk_load(keys.iter().map(|&k| (k, k)), Config::default())?;
-    let btree = RwLock::new(keys.iter().map(|&k| (k, k)).collect::<BTreeMap<u64, u64>>());
+    let held_back_every: Option<usize> = std::env::var("SCAN_DELTAS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0);
+    let held_back = |i: usize| held_back_every.is_some_and(|n| i % n == n / 2);
+    let loaded = keys.iter().enumerate().filter(|&(i, _)| !held_back(i));
+    let config = Config {
+        maintenance_interval: held_back_every
+            .map_or(Config::default().maintenance_interval, |_| None),
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load(loaded.clone().map(|(_, &k)| (k, k)), config)?;
+    let btree = RwLock::new(loaded.map(|(_, &k)| (k, k)).collect::<BTreeMap<u64, u64>>());
+    let inserted: Vec<u64> = keys
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| held_back(i))
+        .map(|(_, &k)| k)
+        .collect();
+    for k in common::shuffled(&inserted) {
+        index.insert(k, k);
+        btree.write().expect("never poisoned").insert(k, k);
+    }
     println!(
-        "{} ({} keys): ns per scan, medians of 5",
+        "{} ({} keys, {} of them inserted after the bulk load): ns per scan, medians of 5",
         path.display(),
-        keys.len()
+        keys.len(),
+        inserted.len()
     );
     println!(
         "{:>5} {:>10} {:>10} {:>7}",
