@@ -21,7 +21,6 @@ use lidx_xindex::{Config, XIndex};
 
 fn main() -> lidx_core::Result<()> {
     let (path, keys) = common::keys_from_args()?;
-    // `SCAN_STARTS=20000`: fewer scans (under valgrind).
     let count = std::env::var("SCAN_STARTS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -60,82 +59,92 @@ fn main() -> lidx_core::Result<()> {
         "{:>5} {:>10} {:>10} {:>7}",
         "len", "xindex", "btreemap", "ratio"
     );
-    let mut out = Vec::with_capacity(128);
     // A get of the same keys, for what starting a scan adds to a search.
-    let (mut xs, mut bs) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        let mut sum = 0u64;
-        let t = Instant::now();
-        for &s in &starts {
-            sum = sum.wrapping_add(index.get(&s).expect("loaded"));
-        }
-        xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-        let t = Instant::now();
-        for &s in &starts {
-            let map = btree.read().expect("never poisoned");
-            sum = sum.wrapping_sub(*map.get(&s).expect("loaded"));
-        }
-        bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-        assert_eq!(sum, 0, "both return the loaded values");
-    }
-    let (x, b) = (common::median(xs), common::median(bs));
-    println!("{:>5} {x:>10.0} {b:>10.0} {:>6.2}x", "get", b / x);
+    race(
+        "get",
+        &starts,
+        "both return the loaded values",
+        |s| index.get(&s).expect("loaded"),
+        |s| {
+            *btree
+                .read()
+                .expect("never poisoned")
+                .get(&s)
+                .expect("loaded")
+        },
+    );
     // A predecessor query one above each key: a backwards scan of one.
-    let (mut xs, mut bs) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        let mut sum = 0u64;
-        let t = Instant::now();
-        for &s in &starts {
+    race(
+        "floor",
+        &starts,
+        "both find the same predecessors",
+        |s| {
             let below = s.saturating_add(1);
-            sum = sum.wrapping_add(
-                index
-                    .upper_bound(Bound::Included(&below))
-                    .expect("loaded")
-                    .0,
-            );
-        }
-        xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-        let t = Instant::now();
-        for &s in &starts {
+            index
+                .upper_bound(Bound::Included(&below))
+                .expect("loaded")
+                .0
+        },
+        |s| {
             let below = s.saturating_add(1);
             let map = btree.read().expect("never poisoned");
-            sum = sum.wrapping_sub(*map.range(..=below).next_back().expect("loaded").0);
-        }
-        bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-        assert_eq!(sum, 0, "both find the same predecessors");
-    }
-    let (x, b) = (common::median(xs), common::median(bs));
-    println!("{:>5} {x:>10.0} {b:>10.0} {:>6.2}x", "floor", b / x);
-    // `SCAN_LENGTHS=1,100` picks lengths (for a profile of one).
+            *map.range(..=below).next_back().expect("loaded").0
+        },
+    );
     let lengths: Vec<usize> = std::env::var("SCAN_LENGTHS").map_or_else(
         |_| vec![1, 2, 5, 10, 25, 50, 100],
         |s| s.split(',').filter_map(|l| l.parse().ok()).collect(),
     );
+    let mut out = Vec::with_capacity(128);
     for len in lengths {
-        let mut xs = Vec::new();
-        let mut bs = Vec::new();
-        for _ in 0..5 {
-            let mut sum = 0u64;
-            let t = Instant::now();
-            for &s in &starts {
+        let mut scanned = Vec::with_capacity(128);
+        race(
+            &len.to_string(),
+            &starts,
+            "both return as many records",
+            |s| {
                 out.clear();
                 index.scan(&s, len, &mut out);
-                sum = sum.wrapping_add(out.len() as u64);
-            }
-            xs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-            let t = Instant::now();
-            for &s in &starts {
-                out.clear();
+                out.len() as u64
+            },
+            |s| {
+                scanned.clear();
                 let map = btree.read().expect("never poisoned");
-                out.extend(map.range(s..).take(len).map(|(&k, &v)| (k, v)));
-                drop(map);
-                sum = sum.wrapping_sub(out.len() as u64);
-            }
-            bs.push(t.elapsed().as_nanos() as f64 / starts.len() as f64);
-            assert_eq!(sum, 0, "both return as many records");
-        }
-        let (x, b) = (common::median(xs), common::median(bs));
-        println!("{len:>5} {x:>10.0} {b:>10.0} {:>6.2}x", b / x);
+                scanned.extend(map.range(s..).take(len).map(|(&k, &v)| (k, v)));
+                scanned.len() as u64
+            },
+        );
     }
     Ok(())
+}
+
+/// Times `xindex` and then `btree` answering every start, five passes
+/// each, and prints the medians in nanoseconds per start beside their
+/// ratio. Each closure returns a figure per answer; both must add up to
+/// the same sum (`agree` says what that checks).
+fn race(
+    label: &str,
+    starts: &[u64],
+    agree: &str,
+    mut xindex: impl FnMut(u64) -> u64,
+    mut btree: impl FnMut(u64) -> u64,
+) {
+    let per_start = |t: Instant| t.elapsed().as_nanos() as f64 / starts.len() as f64;
+    let (mut xs, mut bs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut sum = 0u64;
+        let t = Instant::now();
+        for &s in starts {
+            sum = sum.wrapping_add(xindex(s));
+        }
+        xs.push(per_start(t));
+        let t = Instant::now();
+        for &s in starts {
+            sum = sum.wrapping_sub(btree(s));
+        }
+        bs.push(per_start(t));
+        assert_eq!(sum, 0, "{agree}");
+    }
+    let (x, b) = (common::median(xs), common::median(bs));
+    println!("{label:>5} {x:>10.0} {b:>10.0} {:>6.2}x", b / x);
 }
