@@ -23,7 +23,7 @@ use std::time::Duration;
 use lidx_core::Key;
 
 use crate::budget::{DeltaBudget, entry_bytes};
-use crate::delta_tree::DeltaTree;
+use crate::delta_tree::{Cursor, DeltaTree};
 use crate::record::{Outcome, RecordCell, Write};
 
 /// One key of a delta index and its record.
@@ -222,36 +222,40 @@ impl<K: Key> Delta<K> {
         self.tree.sum_of(|record| entry_bytes(record.key()))
     }
 
-    /// First record whose key is inside `bound`.
+    /// The first record whose key is inside `bound`, with its place for
+    /// [`next`](Self::next).
     #[inline]
-    pub(crate) fn first_from(&self, bound: Bound<&K>) -> Option<&DeltaRecord<K>> {
+    pub(crate) fn seek(&self, bound: Bound<&K>) -> Option<Cursor<'_, K>> {
         // Not from `len`, for the reason given at `get`. An empty tree (a
         // group's right after its compaction) answers from its root
         // pointer here, without the call.
         if self.tree.is_empty() {
             return None;
         }
-        self.tree.first_from(bound)
+        self.tree.seek(bound)
     }
 
-    /// The record after `record` in key order.
-    pub(crate) fn next_after(&self, record: &DeltaRecord<K>) -> Option<&DeltaRecord<K>> {
-        self.first_from(Bound::Excluded(&record.key))
-    }
-
-    /// Last record whose key is inside `bound` (an upper bound).
+    /// The record after the cursor's in key order.
     #[inline]
-    pub(crate) fn last_within(&self, bound: Bound<&K>) -> Option<&DeltaRecord<K>> {
-        // As in `first_from`.
+    pub(crate) fn next<'a>(&'a self, cursor: Cursor<'a, K>) -> Option<Cursor<'a, K>> {
+        self.tree.next(cursor)
+    }
+
+    /// The last record whose key is inside `bound` (an upper bound), with
+    /// its place for [`prev`](Self::prev).
+    #[inline]
+    pub(crate) fn seek_last(&self, bound: Bound<&K>) -> Option<Cursor<'_, K>> {
+        // As in `seek`.
         if self.tree.is_empty() {
             return None;
         }
-        self.tree.last_within(bound)
+        self.tree.seek_last(bound)
     }
 
-    /// The record before `record` in key order.
-    pub(crate) fn prev_before(&self, record: &DeltaRecord<K>) -> Option<&DeltaRecord<K>> {
-        self.last_within(Bound::Excluded(&record.key))
+    /// The record before the cursor's in key order.
+    #[inline]
+    pub(crate) fn prev<'a>(&'a self, cursor: Cursor<'a, K>) -> Option<Cursor<'a, K>> {
+        self.tree.prev(cursor)
     }
 
     /// Every record in key order, read as
@@ -310,7 +314,7 @@ mod tests {
             "second put commits over the first"
         );
         assert_eq!(d.get(&5).and_then(RecordCell::read), Some(50));
-        assert_eq!(d.first_from(Bound::Unbounded).map(|r| *r.key()), Some(5));
+        assert_eq!(d.seek(Bound::Unbounded).map(|c| *c.record().key()), Some(5));
     }
 
     #[test]
@@ -339,22 +343,19 @@ mod tests {
         put(1, 10);
         let keys: Vec<u64> = d.records().iter().map(|r| *r.key()).collect();
         assert_eq!(keys, vec![1, 5]);
-        let first = d.first_from(Bound::Excluded(&1)).unwrap();
-        assert_eq!(*first.key(), 5);
-        assert!(d.next_after(first).is_none());
-        assert_eq!(
-            *d.next_after(d.first_from(Bound::Unbounded).unwrap())
-                .unwrap()
-                .key(),
-            5
-        );
+        let first = d.seek(Bound::Excluded(&1)).unwrap();
+        assert_eq!(*first.record().key(), 5);
+        assert!(d.next(first).is_none());
+        let second = d.next(d.seek(Bound::Unbounded).unwrap()).unwrap();
+        assert_eq!(*second.record().key(), 5);
+        assert_eq!(*d.prev(second).unwrap().record().key(), 1);
         assert!(!d.is_frozen());
         d.freeze();
         assert!(d.is_frozen());
         let empty = Delta::<u64>::new();
         assert_eq!(empty.len(), 0);
         assert!(empty.get(&5).is_none());
-        assert!(empty.first_from(Bound::Unbounded).is_none());
+        assert!(empty.seek(Bound::Unbounded).is_none());
         assert!(empty.records().is_empty());
     }
 
@@ -366,7 +367,7 @@ mod tests {
         let budget = DeltaBudget::new(usize::MAX);
         d.upsert(&b"m".to_vec(), 1, &budget);
         let early = d.get(&b"m".to_vec()).unwrap();
-        let early_record = d.first_from(Bound::Unbounded).unwrap();
+        let early_record = d.seek(Bound::Unbounded).unwrap().record();
         for i in 0..5000u32 {
             d.upsert(&i.to_be_bytes().to_vec(), u64::from(i), &budget);
         }

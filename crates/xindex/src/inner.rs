@@ -22,7 +22,8 @@ use parking_lot::Mutex;
 
 use crate::budget::DeltaBudget;
 use crate::config::Config;
-use crate::delta::{Delta, DeltaRecord, Upserted};
+use crate::delta::{Delta, Upserted};
+use crate::delta_tree::Cursor;
 use crate::group::{Group, Prediction};
 use crate::hooks::Hooks;
 use crate::maintenance::{NOT_QUIET, Pass};
@@ -520,12 +521,12 @@ impl<K: Key> Inner<K> {
             // record on osm 10-20% of its time, in cache or not
             // (`examples/scan_lengths.rs`, session 54).
             let mut at = group.first_index(lower_ref, tail_len, limit - taken);
-            let mut buf = group.buf.first_from(lower_ref);
-            let mut tmp = group.tmp().and_then(|t| t.first_from(lower_ref));
+            let mut buf = group.buf.seek(lower_ref);
+            let mut tmp = group.tmp().and_then(|t| t.seek(lower_ref));
             let (keys, cells) = group.arrays();
             loop {
-                let buf_key = buf.map(|e| e.key()).filter(|k| in_range(k));
-                let tmp_key = tmp.map(|e| e.key()).filter(|k| in_range(k));
+                let buf_key = buf.map(|e| e.record().key()).filter(|k| in_range(k));
+                let tmp_key = tmp.map(|e| e.record().key()).filter(|k| in_range(k));
                 let first_buffered = match (buf_key, tmp_key) {
                     (Some(b), Some(t)) => Some(b.min(t)),
                     (b, t) => b.or(t),
@@ -583,11 +584,11 @@ impl<K: Key> Inner<K> {
                     at += 1;
                 }
                 if buf_key == Some(smallest) {
-                    take_head(&mut buf, &mut value, |e| group.buf.next_after(e));
+                    take_head(&mut buf, &mut value, |e| group.buf.next(e));
                 }
                 if tmp_key == Some(smallest) {
                     take_head(&mut tmp, &mut value, |e| {
-                        group.tmp().and_then(|t| t.next_after(e))
+                        group.tmp().and_then(|t| t.next(e))
                     });
                 }
                 if let Some(word) = value {
@@ -649,8 +650,8 @@ impl<K: Key> Inner<K> {
                 Bound::Included(k) => group.first_index(Bound::Excluded(k), tail_len, 1),
                 Bound::Excluded(k) => group.first_index(Bound::Included(k), tail_len, 1),
             };
-            let mut buf = group.buf.last_within(upper_ref);
-            let mut tmp = group.tmp().and_then(|t| t.last_within(upper_ref));
+            let mut buf = group.buf.seek_last(upper_ref);
+            let mut tmp = group.tmp().and_then(|t| t.seek_last(upper_ref));
             loop {
                 if at <= array_len {
                     // As in `collect`: removed records a block at a time.
@@ -664,8 +665,8 @@ impl<K: Key> Inner<K> {
                     .checked_sub(1)
                     .and_then(|i| group.key_at(i))
                     .filter(|k| inside(k));
-                let buf_key = buf.map(|e| e.key()).filter(|k| inside(k));
-                let tmp_key = tmp.map(|e| e.key()).filter(|k| inside(k));
+                let buf_key = buf.map(|e| e.record().key()).filter(|k| inside(k));
+                let tmp_key = tmp.map(|e| e.record().key()).filter(|k| inside(k));
                 let Some(largest) = [array_key, buf_key, tmp_key].into_iter().flatten().max()
                 else {
                     break;
@@ -677,11 +678,11 @@ impl<K: Key> Inner<K> {
                     value = group.read_at(at);
                 }
                 if buf_key == Some(largest) {
-                    take_head(&mut buf, &mut value, |e| group.buf.prev_before(e));
+                    take_head(&mut buf, &mut value, |e| group.buf.prev(e));
                 }
                 if tmp_key == Some(largest) {
                     take_head(&mut tmp, &mut value, |e| {
-                        group.tmp().and_then(|t| t.prev_before(e))
+                        group.tmp().and_then(|t| t.prev(e))
                     });
                 }
                 if let Some(word) = value {
@@ -747,14 +748,14 @@ impl<K: Key> Inner<K> {
 /// gave one (a removed copy there reads as none), and moves the head on
 /// with `next` (the record after it, or before it for a reverse scan).
 #[inline(always)]
-fn take_head<'a, K>(
-    head: &mut Option<&'a DeltaRecord<K>>,
+fn take_head<'a, K: Key>(
+    head: &mut Option<Cursor<'a, K>>,
     value: &mut Option<u64>,
-    next: impl FnOnce(&'a DeltaRecord<K>) -> Option<&'a DeltaRecord<K>>,
+    next: impl FnOnce(Cursor<'a, K>) -> Option<Cursor<'a, K>>,
 ) {
     let entry = head.take().expect("the head holds the key emitted");
     if value.is_none() {
-        *value = entry.value().read();
+        *value = entry.record().value().read();
     }
     *head = next(entry);
 }
