@@ -186,9 +186,13 @@ impl<K: Key> Node<K> {
     /// Hints the CPU to load the records of slots `from..len`: a scan
     /// reading a leaf's records one by one would otherwise miss on each
     /// (records lie in the arena in insertion order, not key order).
+    /// Called after the caller's validation, so the length read here may
+    /// be a later one than the caller's (a split may have halved it:
+    /// loom found the slice that then started past its end).
     #[inline]
     fn prefetch_records(&self, from: usize) {
-        for slot in &self.keys[from.min(FANOUT)..self.len()] {
+        let len = self.len();
+        for slot in &self.keys[from.min(len)..len] {
             prefetch_lines(slot.load(Ordering::Relaxed).cast_const(), 1);
         }
     }
@@ -1352,6 +1356,23 @@ mod tests {
         // `Group::prefetch_delta` requests the line this word starts.
         assert_eq!(std::mem::offset_of!(DeltaTree<u64>, root), 0);
         assert_eq!(std::mem::offset_of!(DeltaTree<Vec<u8>>, root), 0);
+    }
+
+    #[test]
+    fn prefetching_from_past_a_leafs_length_requests_nothing() {
+        // A cursor's slot can lie past its leaf's length by the time the
+        // records after it are requested: a split halved the leaf after
+        // the cursor's validation (the race loom found). Here a split
+        // leaf is asked for every slot from the old full length on.
+        let tree = DeltaTree::new();
+        for k in 0..=FANOUT as u64 {
+            insert(&tree, k);
+        }
+        let (first_leaf, _) = tree.leaf_for(None).unwrap();
+        assert!(first_leaf.len() < FANOUT);
+        for from in 0..=FANOUT + 1 {
+            first_leaf.prefetch_records(from);
+        }
     }
 
     #[test]
