@@ -833,12 +833,21 @@ fn copy_array_run<K: Key, V: Value>(
     out: &mut Vec<(K, V)>,
 ) {
     out.reserve(end.saturating_sub(at));
-    while at < end {
-        let block = at / SLOTS;
-        let base = block * SLOTS;
-        let block_end = end.min(base + SLOTS);
-        cells[block].append_live(at - base, &keys[at..block_end], out);
-        at = block_end;
+    let (mut block, first) = (at / SLOTS, at % SLOTS);
+    if first != 0 && at < end {
+        let block_end = end.min(at + (SLOTS - first));
+        cells[block].append_live(first, &keys[at..block_end], out);
+        (at, block) = (block_end, block + 1);
+    }
+    // Whole blocks through a copy of fixed length: the general one spent
+    // about as many instructions setting up each block as copying it.
+    while let Some(whole) = keys.get(at..at + SLOTS).filter(|_| end - at >= SLOTS) {
+        let whole: &[K; SLOTS] = whole.try_into().expect("a slice of SLOTS keys");
+        cells[block].append_block(whole, out);
+        (at, block) = (at + SLOTS, block + 1);
+    }
+    if at < end {
+        cells[block].append_live(0, &keys[at..end], out);
     }
 }
 
