@@ -841,8 +841,10 @@ fn copy_array_run<K: Key, V: Value>(
     }
     // Whole blocks through a copy of fixed length: the general one spent
     // about as many instructions setting up each block as copying it.
-    while let Some(whole) = keys.get(at..at + SLOTS).filter(|_| end - at >= SLOTS) {
-        let whole: &[K; SLOTS] = whole.try_into().expect("a slice of SLOTS keys");
+    while end.saturating_sub(at) >= SLOTS {
+        let whole: &[K; SLOTS] = keys[at..at + SLOTS]
+            .try_into()
+            .expect("a slice of SLOTS keys");
         cells[block].append_block(whole, out);
         (at, block) = (at + SLOTS, block + 1);
     }

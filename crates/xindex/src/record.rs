@@ -312,9 +312,7 @@ impl CellBlock {
             out.truncate(mark);
         }
     }
-}
 
-impl CellBlock {
     /// [`append_live`](Self::append_live) of the whole block, whose
     /// records' keys are `keys`: with every slot live (a compacted
     /// array's), a copy of fixed length with no test per slot.
