@@ -1002,15 +1002,10 @@ mod tests {
         // All slots asked for live: the copy without per-slot tests, for
         // a whole block, a run inside one, and more keys than slots left.
         let full = CellBlock::live(&[0, 1, 2, 3, 4, 5, 6]);
+        let whole: Vec<(u64, u64)> = keys.iter().copied().zip(0..).collect();
         out.clear();
         full[0].append_live(0, &keys, &mut out);
-        assert_eq!(
-            out,
-            keys.iter()
-                .zip(0..)
-                .map(|(&k, v)| (k, v))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(out, whole);
         out.clear();
         full[0].append_live(1, &keys[1..4], &mut out);
         assert_eq!(out, [(11, 1), (12, 2), (13, 3)]);
@@ -1021,13 +1016,7 @@ mod tests {
         // removed slot, unused slots and a pointer (the general path).
         out.clear();
         full[0].append_block(&keys, &mut out);
-        assert_eq!(
-            out,
-            keys.iter()
-                .zip(0..)
-                .map(|(&k, v)| (k, v))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(out, whole);
         assert_eq!(
             record_at(&full, 4).write(Write::Remove, false),
             Outcome::Applied(Some(4))
