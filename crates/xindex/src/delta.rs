@@ -226,13 +226,16 @@ impl<K: Key> Delta<K> {
     /// [`next`](Self::next).
     #[inline]
     pub(crate) fn seek(&self, bound: Bound<&K>) -> Option<Cursor<'_, K>> {
-        // Not from `len`, for the reason given at `get`. An empty tree (a
-        // group's right after its compaction) answers from its root
-        // pointer here, without the call.
-        if self.tree.is_empty() {
-            return None;
-        }
-        self.tree.seek(bound)
+        self.non_empty_tree()?.seek(bound)
+    }
+
+    /// The tree, unless it is empty: a scan of an empty delta (a group's
+    /// right after its compaction) is answered from the root pointer
+    /// here, without a call. Not from `len`, for the reason given at
+    /// `get`.
+    #[inline(always)]
+    fn non_empty_tree(&self) -> Option<&DeltaTree<K>> {
+        (!self.tree.is_empty()).then_some(&self.tree)
     }
 
     /// The record after the cursor's in key order.
@@ -245,11 +248,7 @@ impl<K: Key> Delta<K> {
     /// its place for [`prev`](Self::prev).
     #[inline]
     pub(crate) fn seek_last(&self, bound: Bound<&K>) -> Option<Cursor<'_, K>> {
-        // As in `seek`.
-        if self.tree.is_empty() {
-            return None;
-        }
-        self.tree.seek_last(bound)
+        self.non_empty_tree()?.seek_last(bound)
     }
 
     /// The record before the cursor's in key order.
