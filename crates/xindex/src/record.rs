@@ -276,20 +276,9 @@ impl CellBlock {
             let pointers = before >> POINTER_SHIFT & SLOT_BITS;
             let live = live_slots(before);
             if live & wanted == wanted {
-                // Every slot asked for is live (a compacted array's
-                // blocks): one copy with no test per slot, which `extend`
-                // writes without a capacity check per record.
-                out.extend(
-                    keys.iter()
-                        .zip(&self.words[first.min(end)..end])
-                        .map(|(key, word)| {
-                            (key.clone(), V::from_word(word.load(Ordering::Acquire)))
-                        }),
-                );
-                if self.meta.load(Ordering::Acquire) == before {
+                if self.copy_live(keys, &self.words[first.min(end)..end], before, out) {
                     return;
                 }
-                out.truncate(mark);
                 continue;
             }
             for (slot, key) in (first..SLOTS).zip(keys) {
@@ -324,21 +313,44 @@ impl CellBlock {
     ) {
         const ALL_LIVE: u64 = (1 << SLOTS) - 1;
         let before = self.meta.load(Ordering::Acquire);
-        // Locked, or holding pointers, or removed records: the general
-        // path (which waits for the lock and reads each slot by kind).
-        if before & LOCK == 0 && live_slots(before) == ALL_LIVE {
-            let mark = out.len();
-            out.extend(
-                keys.iter()
-                    .zip(&self.words)
-                    .map(|(key, word)| (key.clone(), V::from_word(word.load(Ordering::Acquire)))),
-            );
-            if self.meta.load(Ordering::Acquire) == before {
-                return;
-            }
-            out.truncate(mark);
+        // Locked, or holding pointers, or removed records, or a writer
+        // during the copy: the general path (which waits for the lock and
+        // reads each slot by kind).
+        if before & LOCK == 0
+            && live_slots(before) == ALL_LIVE
+            && self.copy_live(keys, &self.words, before, out)
+        {
+            return;
         }
         self.append_live(0, keys, out);
+    }
+
+    /// Appends `keys` paired with the values in `words`, slots that the
+    /// meta word `before` showed live, with no test per slot (`extend`
+    /// writes them without a capacity check per record; inlined into
+    /// [`append_block`](Self::append_block), the lengths are constant and
+    /// the copy unrolls). Whether the meta word still is `before`: if
+    /// not, the appends are taken back.
+    #[inline(always)]
+    fn copy_live<K: Clone, V: Value>(
+        &self,
+        keys: &[K],
+        words: &[AtomicU64],
+        before: u64,
+        out: &mut Vec<(K, V)>,
+    ) -> bool {
+        let mark = out.len();
+        out.extend(
+            keys.iter()
+                .zip(words)
+                .map(|(key, word)| (key.clone(), V::from_word(word.load(Ordering::Acquire)))),
+        );
+        // Acquire loads keep the second meta load after all of them.
+        if self.meta.load(Ordering::Acquire) == before {
+            return true;
+        }
+        out.truncate(mark);
+        false
     }
 }
 
