@@ -561,7 +561,7 @@ impl<K: Key> Inner<K> {
             unsafe { shared.deref() }.buf.freeze();
         }
         self.hooks.fire(Phase::Frozen);
-        self.reclaimer.synchronize();
+        self.reclaimer.barrier();
         // Every `tmp` before any merging: an insert into a frozen group
         // retries until its `tmp` exists, and merging the whole batch can
         // take milliseconds.
@@ -771,7 +771,7 @@ impl<K: Key> Inner<K> {
         let old = unsafe { shared.deref() };
         old.buf.freeze();
         self.hooks.fire(Phase::Frozen);
-        self.reclaimer.synchronize();
+        self.reclaimer.barrier();
         // Each part's temporary delta: where writers to its key range went
         // since the freeze, and the new group's delta.
         let tmps: Vec<Arc<Delta<K>>> = logical
@@ -943,7 +943,7 @@ impl<K: Key> Inner<K> {
         ga.buf.freeze();
         gb.buf.freeze();
         self.hooks.fire(Phase::Frozen);
-        self.reclaimer.synchronize();
+        self.reclaimer.barrier();
         let shared_tmp = Arc::new(Delta::new());
         let tmp_a = Arc::clone(ga.tmp.get_or_init(|| Arc::clone(&shared_tmp)));
         let tmp_b = Arc::clone(gb.tmp.get_or_init(|| shared_tmp));
