@@ -7,8 +7,8 @@
 //! 2, 5 and 20 µs and how many of those faulted or switched, and how many
 //! gets took over 20 µs (the host's own interruptions, for comparison).
 //!
-//! With `INTERVALS=FILE`, writes each insert over 20 µs as
-//! `start end` (CLOCK_MONOTONIC ns), to match against
+//! With `INTERVALS=FILE`, writes each insert over 20 µs (or over
+//! `INTERVALS_OVER` ns) as `start end` (CLOCK_MONOTONIC ns), to match against
 //! `perf record -k CLOCK_MONOTONIC` samples.
 //!
 //! `cargo run -p lidx-xindex --release --example insert_tail [SOSD u64 file]`
@@ -113,9 +113,13 @@ fn main() -> lidx_core::Result<()> {
     }
     println!("gets over 20000 ns: {slow_gets} of {}", n * 9);
     if let Ok(file) = std::env::var("INTERVALS") {
+        let over: u64 = std::env::var("INTERVALS_OVER")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_000);
         let lines: String = timed
             .iter()
-            .filter(|t| t.ns > 20_000)
+            .filter(|t| t.ns > over)
             .map(|t| format!("{} {}\n", t.start, t.start + t.ns))
             .collect();
         if let Err(e) = std::fs::write(&file, lines) {
