@@ -8,7 +8,8 @@
 //! a pass makes, and `SCAN_DELTAS=N` holds every `N`-th key back from the
 //! bulk load and inserts it afterwards (both maps, in random order, with
 //! the index's maintenance off), so scans merge that many keys from the
-//! groups' deltas.
+//! groups' deltas. `SCAN_REVERSE=1` adds reverse scans of each length
+//! (rows `rN`): `range(..=start).rev()` taking `N` records, both maps.
 
 mod common;
 
@@ -96,6 +97,47 @@ fn main() -> lidx_core::Result<()> {
         |s| s.split(',').filter_map(|l| l.parse().ok()).collect(),
     );
     let mut out = Vec::with_capacity(128);
+    let reverse = std::env::var("SCAN_REVERSE").is_ok_and(|v| v == "1");
+    for &len in lengths.iter().filter(|_| reverse) {
+        race(
+            &format!("r{len}"),
+            &starts,
+            "both return the same records",
+            |s| {
+                index
+                    .range(..=s)
+                    .rev()
+                    .take(len)
+                    .fold(0u64, |a, (k, _)| a.wrapping_add(k))
+            },
+            |s| {
+                let map = btree.read().expect("never poisoned");
+                map.range(..=s)
+                    .rev()
+                    .take(len)
+                    .fold(0u64, |a, (&k, _)| a.wrapping_add(k))
+            },
+        );
+    }
+    for &len in lengths.iter().filter(|_| reverse) {
+        race(
+            &format!("f{len}"),
+            &starts,
+            "both return the same records",
+            |s| {
+                index
+                    .range(s..)
+                    .take(len)
+                    .fold(0u64, |a, (k, _)| a.wrapping_add(k))
+            },
+            |s| {
+                let map = btree.read().expect("never poisoned");
+                map.range(s..)
+                    .take(len)
+                    .fold(0u64, |a, (&k, _)| a.wrapping_add(k))
+            },
+        );
+    }
     for len in lengths {
         let mut scanned = Vec::with_capacity(128);
         race(

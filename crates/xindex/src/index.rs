@@ -1,7 +1,6 @@
 //! The public [`XIndex`] handle: construction, operations, statistics and
 //! the background maintenance thread it owns.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
@@ -32,10 +31,16 @@ use crate::value::Value;
 const RANGE_BATCH: usize = 64;
 
 /// Records a range iterator's first fetch from either end takes; each
-/// further fetch from that end takes twice as many, up to
-/// [`RANGE_BATCH`]. So `range(..=k).next_back()` (a predecessor query)
-/// or `range(k..).next()` reads a few records, not a batch.
-const RANGE_FIRST_BATCH: usize = 4;
+/// further fetch from that end takes [`RANGE_BATCH_GROWTH`] times as many,
+/// up to [`RANGE_BATCH`]. A fetch costs about as much as copying a few
+/// dozen records, so a first batch of 16 serves `range(k..).next()` (or
+/// `upper_bound`'s idiom `range(..=k).next_back()`) for a little more than
+/// a first batch of 4 did (osm, in `examples/scan_lengths.rs`: 251-258 ->
+/// 262-281 ns; reverse 280 -> 330), and `take(10)` with one fetch instead
+/// of two (410-420 -> 273-292 ns; reverse 490-540 -> 330-340).
+const RANGE_FIRST_BATCH: usize = 16;
+/// Growth of a range iterator's batches: 16, then 64.
+const RANGE_BATCH_GROWTH: usize = 4;
 
 /// Records [`XIndex::scan`] collects under one epoch pin: its caller's
 /// buffer is filled in one call, so the batch only bounds how long one pin
@@ -352,9 +357,9 @@ impl<K: Key, V: Value> XIndex<K, V> {
         // Batches bound how long one epoch pin is held on a long scan.
         while remaining > 0 {
             let before = out.len();
-            let next = self
-                .inner
-                .collect(lower, &Bound::Unbounded, remaining.min(SCAN_BATCH), out);
+            let next =
+                self.inner
+                    .collect(lower, &Bound::Unbounded, remaining.min(SCAN_BATCH), 0, out);
             remaining -= out.len() - before;
             match next {
                 Some(resume) => lower = resume,
@@ -379,8 +384,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
             lower: range.start_bound().cloned(),
             upper: range.end_bound().cloned(),
             exhausted: false,
-            front: VecDeque::new(),
-            back: VecDeque::new(),
+            front: Vec::new().into_iter(),
+            back: Vec::new().into_iter(),
             front_batch: RANGE_FIRST_BATCH,
             back_batch: RANGE_FIRST_BATCH,
         }
@@ -405,7 +410,7 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
         let mut found = None;
         self.inner
-            .collect(bound.cloned(), &Bound::Unbounded, 1, &mut found);
+            .collect(bound.cloned(), &Bound::Unbounded, 1, 0, &mut found);
         found
     }
 
@@ -706,10 +711,10 @@ pub struct Range<'a, K: Key, V: Value> {
     upper: Bound<K>,
     /// Whether a fetch found nothing left between `lower` and `upper`.
     exhausted: bool,
-    /// Fetched from the front, ascending.
-    front: VecDeque<(K, V)>,
-    /// Fetched from the back, descending: `next_back` pops the front.
-    back: VecDeque<(K, V)>,
+    /// Fetched from the front, ascending, not yet returned.
+    front: std::vec::IntoIter<(K, V)>,
+    /// Fetched from the back, descending, not yet returned.
+    back: std::vec::IntoIter<(K, V)>,
     front_batch: usize,
     back_batch: usize,
 }
@@ -717,27 +722,83 @@ pub struct Range<'a, K: Key, V: Value> {
 impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
     type Item = (K, V);
 
+    /// Inlined into the caller's loop: all but one call in a batch's
+    /// worth is a step of the buffer. (Out of line, with the buffer in a
+    /// `VecDeque`, the steps of a 100-record range took as many
+    /// instructions as its three fetches.)
+    #[inline]
     fn next(&mut self) -> Option<(K, V)> {
-        if self.front.is_empty() && !self.exhausted {
-            // The empty deque's buffer becomes the batch's and back again
-            // (both conversions keep the allocation), so a long range
-            // allocates per growth of its batch, not per batch.
-            let mut batch = Vec::from(std::mem::take(&mut self.front));
+        match self.front.next() {
+            Some(record) => Some(record),
+            None => self.next_fetched(),
+        }
+    }
+}
+
+impl<K: Key, V: Value> Range<'_, K, V> {
+    /// [`next`](Iterator::next) once the front's buffer is drained: fetch
+    /// the next batch, unless the range is exhausted; past the front's
+    /// last fetch, the rest is what the back fetched.
+    #[inline(never)]
+    fn next_fetched(&mut self) -> Option<(K, V)> {
+        if !self.exhausted {
+            let mut batch = reuse_buffer(&mut self.front);
+            let next_batch = (self.front_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
             match self.index.inner.collect(
                 self.lower.clone(),
                 &self.upper,
                 self.front_batch,
+                next_batch,
                 &mut batch,
             ) {
                 Some(resume) => self.lower = resume,
                 None => self.exhausted = true,
             }
-            self.front = VecDeque::from(batch);
-            self.front_batch = (self.front_batch * 2).min(RANGE_BATCH);
+            self.front = batch.into_iter();
+            self.front_batch = next_batch;
+            if let Some(record) = self.front.next() {
+                return Some(record);
+            }
         }
-        // Past the front's last fetch, the rest is what the back fetched.
-        self.front.pop_front().or_else(|| self.back.pop_back())
+        self.back.next_back()
     }
+
+    /// [`next_back`](DoubleEndedIterator::next_back) once the back's
+    /// buffer is drained, as [`next_fetched`](Self::next_fetched) mirrored.
+    #[inline(never)]
+    fn next_back_fetched(&mut self) -> Option<(K, V)> {
+        if !self.exhausted {
+            let mut batch = reuse_buffer(&mut self.back);
+            match self.index.inner.collect_rev(
+                &self.lower,
+                self.upper.clone(),
+                self.back_batch,
+                &mut batch,
+            ) {
+                Some(resume) => self.upper = resume,
+                None => self.exhausted = true,
+            }
+            self.back = batch.into_iter();
+            self.back_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
+            if let Some(record) = self.back.next() {
+                return Some(record);
+            }
+        }
+        self.front.next_back()
+    }
+}
+
+/// An empty `Vec` for the next batch, with room for the largest: the
+/// drained buffer's allocation, taken back (collecting an empty
+/// `vec::IntoIter` into a `Vec` keeps its buffer), so a range allocates
+/// once. Growing the buffer batch by batch reallocated it, a third of
+/// the instructions of a 10-record range.
+fn reuse_buffer<T>(drained: &mut std::vec::IntoIter<T>) -> Vec<T> {
+    debug_assert_eq!(drained.len(), 0, "only a drained buffer is reused");
+    let mut buffer: Vec<T> = std::mem::take(drained).collect();
+    buffer.clear();
+    buffer.reserve(RANGE_BATCH);
+    buffer
 }
 
 /// Once `next` or `next_back` returned `None`, both ends are drained and
@@ -745,20 +806,12 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
 impl<K: Key, V: Value> FusedIterator for Range<'_, K, V> {}
 
 impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
+    /// Inlined, as [`next`](Iterator::next) is.
+    #[inline]
     fn next_back(&mut self) -> Option<(K, V)> {
-        if self.back.is_empty() && !self.exhausted {
-            let back = &mut self.back;
-            match self.index.inner.collect_rev(
-                &self.lower,
-                self.upper.clone(),
-                self.back_batch,
-                |k, v| back.push_back((k, v)),
-            ) {
-                Some(resume) => self.upper = resume,
-                None => self.exhausted = true,
-            }
-            self.back_batch = (self.back_batch * 2).min(RANGE_BATCH);
+        match self.back.next() {
+            Some(record) => Some(record),
+            None => self.next_back_fetched(),
         }
-        self.back.pop_front().or_else(|| self.front.pop_back())
     }
 }

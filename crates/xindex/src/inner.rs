@@ -475,14 +475,16 @@ impl<K: Key> Inner<K> {
     lidx_core::x86_64_v3_twin! {
         /// Appends up to `limit` live records with keys after `lower` and
         /// within `upper`, in key order. Returns where to resume, or `None`
-        /// when the range is exhausted.
+        /// when the range is exhausted. The lines of `lookahead` records
+        /// past the limit are requested with the start's: a range
+        /// iterator's next batch then finds them loaded.
         ///
         /// Built for x86-64-v3 like `get`, with the start's search inlined:
         /// the root's and the array's counts then compare four keys per
         /// instruction. A one-record scan of osm thinned to 43K keys (in
         /// cache) went from 123-125 to 107-110 ns (`examples/scan_lengths.rs`,
         /// session 54); out of cache the search's miss hides most of it.
-        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, out: &mut C) -> Option<Bound<K>>
+        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, lookahead: usize, out: &mut C) -> Option<Bound<K>>
             => collect_x86_64_v3, collect_baseline, collect_portable;
     }
 
@@ -493,6 +495,7 @@ impl<K: Key> Inner<K> {
         lower: Bound<K>,
         upper: &Bound<K>,
         limit: usize,
+        lookahead: usize,
         out: &mut C,
     ) -> Option<Bound<K>> {
         if limit == 0 {
@@ -520,7 +523,11 @@ impl<K: Key> Inner<K> {
             // request (kept from before session 31) cost a scan of one
             // record on osm 10-20% of its time, in cache or not
             // (`examples/scan_lengths.rs`, session 54).
-            let mut at = group.first_index(lower_ref, tail_len, limit - taken);
+            let mut at = group.first_index(
+                lower_ref,
+                tail_len,
+                (limit - taken).saturating_add(lookahead),
+            );
             let mut buf = group.buf.seek(lower_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek(lower_ref));
             let (keys, cells) = group.arrays();
@@ -608,8 +615,16 @@ impl<K: Key> Inner<K> {
 }
 
 impl<K: Key> Inner<K> {
-    /// [`collect`](Self::collect) backwards: passes up to `limit` live
-    /// records with keys inside `upper` and `lower` to `emit`, in
+    lidx_core::x86_64_v3_twin! {
+        /// [`collect_rev_portable`](Self::collect_rev_portable), built for
+        /// x86-64-v3 like [`collect`](Self::collect) (a range iterator's
+        /// `next_back` ran the baseline build's searches).
+        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, out: &mut C) -> Option<Bound<K>>
+            => collect_rev_x86_64_v3, collect_rev_baseline, collect_rev_portable;
+    }
+
+    /// [`collect`](Self::collect) backwards: takes up to `limit` live
+    /// records with keys inside `upper` and `lower` into `out`, in
     /// descending key order. Returns the upper bound to resume from, or
     /// `None` when the range is exhausted.
     ///
@@ -620,13 +635,17 @@ impl<K: Key> Inner<K> {
     /// group's pivot. A group's pivot is its lower end and is read with
     /// it, so every key present throughout the call lies in one of the
     /// groups visited, as for `collect`.
+    ///
+    /// Array records above every buffered key are read as `collect` reads
+    /// them, a block per seqlock round, and then put in descending order
+    /// ([`Collector::copy_run_rev`]), not one seqlock round per record.
     #[inline(always)]
-    pub(crate) fn collect_rev<V: Value>(
+    pub(crate) fn collect_rev_portable<V: Value, C: Collector<K, V>>(
         &self,
         lower: &Bound<K>,
         upper: Bound<K>,
         limit: usize,
-        mut emit: impl FnMut(K, V),
+        out: &mut C,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(upper);
@@ -635,6 +654,7 @@ impl<K: Key> Inner<K> {
         let root = self.root(&guard);
         let mut upper = upper;
         let mut taken = 0usize;
+        let out_start = out.count();
         loop {
             let group = root.route_within(&upper, &guard);
             group.prefetch_delta();
@@ -652,6 +672,7 @@ impl<K: Key> Inner<K> {
             };
             let mut buf = group.buf.seek_last(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek_last(upper_ref));
+            let (keys, cells) = group.arrays();
             loop {
                 if at <= array_len {
                     // As in `collect`: removed records a block at a time.
@@ -661,12 +682,37 @@ impl<K: Key> Inner<K> {
                         self.wake_maintenance();
                     }
                 }
+                let buf_key = buf.map(|e| e.record().key()).filter(|k| inside(k));
+                let tmp_key = tmp.map(|e| e.record().key()).filter(|k| inside(k));
+                // Array records above every buffered key need no merge: the
+                // run's start is found by a binary search of the keys the
+                // limit can still take, and the run is copied as `collect`
+                // copies one. (Not for one record: the merge step below
+                // reads it as cheaply.)
+                if at <= array_len && limit - taken >= 2 {
+                    let last_buffered = buf_key.max(tmp_key);
+                    let span_start = at.saturating_sub(limit - taken);
+                    let run_start = span_start
+                        + partition_by(&keys[span_start..at], |k| {
+                            !(inside(k) && last_buffered.is_none_or(|b| k > b))
+                        });
+                    if at - run_start >= 2 {
+                        out.copy_run_rev(keys, cells, run_start, at);
+                        at = run_start;
+                        taken = out.count() - out_start;
+                        if taken == limit {
+                            let key = out
+                                .last_key()
+                                .expect("the run took the limit's last record");
+                            return Some(Bound::Excluded(key.clone()));
+                        }
+                        continue;
+                    }
+                }
                 let array_key = at
                     .checked_sub(1)
                     .and_then(|i| group.key_at(i))
                     .filter(|k| inside(k));
-                let buf_key = buf.map(|e| e.record().key()).filter(|k| inside(k));
-                let tmp_key = tmp.map(|e| e.record().key()).filter(|k| inside(k));
                 let Some(largest) = [array_key, buf_key, tmp_key].into_iter().flatten().max()
                 else {
                     break;
@@ -686,7 +732,7 @@ impl<K: Key> Inner<K> {
                     });
                 }
                 if let Some(word) = value {
-                    emit(largest.clone(), V::from_word(word));
+                    out.push(largest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
                         return Some(Bound::Excluded(largest.clone()));
@@ -736,9 +782,7 @@ impl<K: Key> Inner<K> {
     #[inline(always)]
     pub(crate) fn last_within_portable(&self, upper: Bound<&K>) -> Option<(K, u64)> {
         let mut found = None;
-        self.collect_rev::<u64>(&Bound::Unbounded, upper.cloned(), 1, |k, word| {
-            found = Some((k, word));
-        });
+        self.collect_rev_portable::<u64, _>(&Bound::Unbounded, upper.cloned(), 1, &mut found);
         found
     }
 }
@@ -773,6 +817,9 @@ pub(crate) trait Collector<K, V> {
     /// Takes the live records `at..end` of a sorted array (`keys` and
     /// their `cells`); `collect` never passes more than it may still take.
     fn copy_run(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize);
+    /// [`copy_run`](Self::copy_run) in descending key order, for
+    /// `collect_rev`.
+    fn copy_run_rev(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize);
 }
 
 impl<K: Key, V: Value> Collector<K, V> for Vec<(K, V)> {
@@ -790,6 +837,13 @@ impl<K: Key, V: Value> Collector<K, V> for Vec<(K, V)> {
 
     fn copy_run(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize) {
         copy_array_run(keys, cells, at, end, self);
+    }
+
+    fn copy_run_rev(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize) {
+        // Copied in key order, a block per seqlock round, then turned.
+        let mark = self.len();
+        copy_array_run(keys, cells, at, end, self);
+        self[mark..].reverse();
     }
 }
 
@@ -812,6 +866,16 @@ impl<K: Key, V: Value> Collector<K, V> for Option<(K, V)> {
         // The run is at most one record long (the limit is one); reading
         // on past a removed one would not hurt either.
         for (i, key) in keys[at..end].iter().enumerate() {
+            if let Some(word) = record_at(cells, at + i).read() {
+                self.push(key.clone(), V::from_word(word));
+                return;
+            }
+        }
+    }
+
+    fn copy_run_rev(&mut self, keys: &[K], cells: &[CellBlock], at: usize, end: usize) {
+        // As `copy_run`, from the run's end.
+        for (i, key) in keys[at..end].iter().enumerate().rev() {
             if let Some(word) = record_at(cells, at + i).read() {
                 self.push(key.clone(), V::from_word(word));
                 return;

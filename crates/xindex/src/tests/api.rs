@@ -835,3 +835,103 @@ fn exchanges_compare_values_by_their_word() {
     assert_eq!(index.fetch_update(&9, |_| None), Err(None));
     assert_eq!(index.len(), 1);
 }
+
+/// Range iterators against `BTreeMap::range`, from either end and both,
+/// over groups whose arrays hold removed records (single ones and a long
+/// run) and whose deltas hold keys between array keys: reverse fetches
+/// copy array runs a block at a time between buffered keys, and every
+/// batch size boundary (16, then 64) falls somewhere in these takes.
+#[test]
+fn ranges_from_both_ends_match_a_btreemap_across_runs_and_deltas() {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..3_000u64).map(|k| (k * 3, k)), config).unwrap();
+    let mut oracle: std::collections::BTreeMap<u64, u64> =
+        (0..3_000u64).map(|k| (k * 3, k)).collect();
+    for k in (0..9_000u64).step_by(21).chain(4_000..4_100) {
+        if k % 3 == 0 {
+            assert_eq!(index.remove(&k), oracle.remove(&k));
+        }
+    }
+    for k in (1..9_000u64).step_by(37) {
+        assert_eq!(index.insert(k, k + 7), oracle.insert(k, k + 7));
+    }
+    let takes = [1usize, 2, 3, 15, 16, 17, 63, 64, 65, 81, 200];
+    for upper in (0..9_100u64).step_by(97).chain([0, 8_997, 8_998, u64::MAX]) {
+        for &n in &takes {
+            let got: Vec<(u64, u64)> = index.range(..=upper).rev().take(n).collect();
+            let want: Vec<(u64, u64)> = oracle
+                .range(..=upper)
+                .rev()
+                .take(n)
+                .map(|(&k, &v)| (k, v))
+                .collect();
+            assert_eq!(got, want, "..={upper} reversed, {n} records");
+            let got: Vec<(u64, u64)> = index.range(upper..).take(n).collect();
+            let want: Vec<(u64, u64)> = oracle
+                .range(upper..)
+                .take(n)
+                .map(|(&k, &v)| (k, v))
+                .collect();
+            assert_eq!(got, want, "{upper}.. forwards, {n} records");
+        }
+        // Both ends of a bounded range, alternating until they meet.
+        let lower = upper.saturating_sub(500);
+        let bounds = (Bound::Excluded(lower), Bound::Included(upper));
+        let mut got = index.range(bounds);
+        let mut want = oracle.range(bounds);
+        for step in 0.. {
+            let (g, w) = if step % 3 == 2 {
+                (got.next(), want.next().map(|(&k, &v)| (k, v)))
+            } else {
+                (got.next_back(), want.next_back().map(|(&k, &v)| (k, v)))
+            };
+            assert_eq!(g, w, "({lower}, {upper}], step {step}");
+            if g.is_none() {
+                break;
+            }
+        }
+        assert_eq!(
+            index.upper_bound(Bound::Included(&upper)),
+            oracle.range(..=upper).next_back().map(|(&k, &v)| (k, v))
+        );
+    }
+    let all: Vec<(u64, u64)> = index.range(..).rev().collect();
+    assert_eq!(all.len(), oracle.len());
+    assert!(all.iter().rev().map(|&(k, _)| k).eq(oracle.keys().copied()));
+}
+
+/// As above with byte-string keys (records that own memory, so the array run
+/// copies clone keys and the removed records are skipped by kind).
+#[test]
+fn string_key_ranges_from_both_ends_match_a_btreemap() {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let key = |i: u64| format!("k{i:06}").into_bytes();
+    let index = XIndex::bulk_load((0..1_500u64).map(|i| (key(i * 2), i)), config).unwrap();
+    let mut oracle: std::collections::BTreeMap<Vec<u8>, u64> =
+        (0..1_500u64).map(|i| (key(i * 2), i)).collect();
+    for i in (0..3_000u64).step_by(14) {
+        assert_eq!(index.remove(&key(i)), oracle.remove(&key(i)));
+    }
+    for i in (1..3_000u64).step_by(19) {
+        assert_eq!(index.insert(key(i), i), oracle.insert(key(i), i));
+    }
+    for upper in (0..3_100u64).step_by(53) {
+        for n in [1usize, 7, 16, 17, 70, 90] {
+            let u = key(upper);
+            let got: Vec<(Vec<u8>, u64)> = index.range(..=u.clone()).rev().take(n).collect();
+            let want: Vec<(Vec<u8>, u64)> = oracle
+                .range(..=u)
+                .rev()
+                .take(n)
+                .map(|(k, &v)| (k.clone(), v))
+                .collect();
+            assert_eq!(got, want, "..={upper} reversed, {n} records");
+        }
+    }
+}
