@@ -727,17 +727,29 @@ impl<K: Key> Group<K> {
     /// 54). The cells go out as a count of whole blocks from the first
     /// one's address (a block is a line; one past the array is a hint that
     /// never faults), without slicing.
+    ///
+    /// `records` run upwards from the start, or with `downwards` below it
+    /// (a reverse scan's).
     #[inline(always)]
-    fn scan_prediction(&self, key: &K, records: usize) -> Prediction {
+    fn scan_prediction(&self, key: &K, records: usize, downwards: bool) -> Prediction {
         let predicted = self.prediction(key);
         let len = self.keys.len();
         if std::mem::needs_drop::<K>() || len == 0 || !scan_early_prefetch() {
             return predicted;
         }
-        let start = predicted.pos.saturating_sub(SEARCH_WINDOW / 2).min(len);
+        let (below, above) = if downwards {
+            (records, 0)
+        } else {
+            (0, records)
+        };
+        let start = predicted
+            .pos
+            .saturating_sub(SEARCH_WINDOW / 2)
+            .saturating_sub(below)
+            .min(len);
         let end = predicted
             .pos
-            .saturating_add(records)
+            .saturating_add(above)
             .saturating_add(SEARCH_WINDOW / 2)
             .clamp(start, len);
         prefetch_slice(&self.keys[start..end], SCAN_PREFETCH_LINES);
@@ -812,15 +824,35 @@ impl<K: Key> Group<K> {
     /// lines are requested with the search's ([`scan_prediction`](Self::scan_prediction)).
     #[inline(always)]
     pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
+        self.first_index_with(bound, tail_len, run, false)
+    }
+
+    /// [`first_index`](Self::first_index) for a reverse scan, which will
+    /// copy about `run` records below the index returned.
+    #[inline(always)]
+    pub(crate) fn first_index_rev(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
+        self.first_index_with(bound, tail_len, run, true)
+    }
+
+    #[inline(always)]
+    fn first_index_with(
+        &self,
+        bound: Bound<&K>,
+        tail_len: usize,
+        run: usize,
+        downwards: bool,
+    ) -> usize {
         let keys = &self.keys;
         let array = match bound {
             Bound::Unbounded => 0,
-            Bound::Included(key) => self.lower_bound_from(key, self.scan_prediction(key, run)),
+            Bound::Included(key) => {
+                self.lower_bound_from(key, self.scan_prediction(key, run, downwards))
+            }
             Bound::Excluded(key) => {
                 // Array keys are unique: past `key` is one step past it at
                 // most (a search of the rest of the array cost a predecessor
                 // query a miss per step).
-                let i = self.lower_bound_from(key, self.scan_prediction(key, run));
+                let i = self.lower_bound_from(key, self.scan_prediction(key, run, downwards));
                 i + usize::from(keys.get(i) == Some(key))
             }
         };
@@ -1111,9 +1143,16 @@ mod tests {
         let g = Group::from_values(&Pages::new(), None, keys, (0..3000).collect(), 32, 4, None);
         for key in [0, 1_000, 5_005, 30_990, 31_000, u64::MAX] {
             for records in [0, 1, 100, 5_000, usize::MAX] {
-                assert_eq!(g.scan_prediction(&key, records).pos, g.prediction(&key).pos);
+                for downwards in [false, true] {
+                    let predicted = g.scan_prediction(&key, records, downwards);
+                    assert_eq!(predicted.pos, g.prediction(&key).pos);
+                }
                 assert_eq!(
                     g.first_index(Bound::Included(&key), 0, records),
+                    g.lower_bound(&key)
+                );
+                assert_eq!(
+                    g.first_index_rev(Bound::Included(&key), 0, records),
                     g.lower_bound(&key)
                 );
             }

@@ -769,17 +769,19 @@ impl<K: Key, V: Value> Range<'_, K, V> {
     fn next_back_fetched(&mut self) -> Option<(K, V)> {
         if !self.exhausted {
             let mut batch = reuse_buffer(&mut self.back);
+            let next_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
             match self.index.inner.collect_rev(
                 &self.lower,
                 self.upper.clone(),
                 self.back_batch,
+                next_batch,
                 &mut batch,
             ) {
                 Some(resume) => self.upper = resume,
                 None => self.exhausted = true,
             }
             self.back = batch.into_iter();
-            self.back_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
+            self.back_batch = next_batch;
             if let Some(record) = self.back.next() {
                 return Some(record);
             }

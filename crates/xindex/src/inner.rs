@@ -619,13 +619,14 @@ impl<K: Key> Inner<K> {
         /// [`collect_rev_portable`](Self::collect_rev_portable), built for
         /// x86-64-v3 like [`collect`](Self::collect) (a range iterator's
         /// `next_back` ran the baseline build's searches).
-        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, out: &mut C) -> Option<Bound<K>>
+        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, lookahead: usize, out: &mut C) -> Option<Bound<K>>
             => collect_rev_x86_64_v3, collect_rev_baseline, collect_rev_portable;
     }
 
     /// [`collect`](Self::collect) backwards: takes up to `limit` live
     /// records with keys inside `upper` and `lower` into `out`, in
-    /// descending key order. Returns the upper bound to resume from, or
+    /// descending key order, requesting the lines of `lookahead` more
+    /// with the start's. Returns the upper bound to resume from, or
     /// `None` when the range is exhausted.
     ///
     /// Group by group from the one holding the range's largest keys
@@ -645,6 +646,7 @@ impl<K: Key> Inner<K> {
         lower: &Bound<K>,
         upper: Bound<K>,
         limit: usize,
+        lookahead: usize,
         out: &mut C,
     ) -> Option<Bound<K>> {
         if limit == 0 {
@@ -665,10 +667,11 @@ impl<K: Key> Inner<K> {
             let (array_len, tail_len) = group.lengths();
             // Records `0..at` of the array-then-tail order lie inside
             // `upper`: the first index outside it.
+            let run = (limit - taken).saturating_add(lookahead);
             let mut at = match upper_ref {
                 Bound::Unbounded => array_len + tail_len,
-                Bound::Included(k) => group.first_index(Bound::Excluded(k), tail_len, 1),
-                Bound::Excluded(k) => group.first_index(Bound::Included(k), tail_len, 1),
+                Bound::Included(k) => group.first_index_rev(Bound::Excluded(k), tail_len, run),
+                Bound::Excluded(k) => group.first_index_rev(Bound::Included(k), tail_len, run),
             };
             let mut buf = group.buf.seek_last(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek_last(upper_ref));
@@ -782,7 +785,7 @@ impl<K: Key> Inner<K> {
     #[inline(always)]
     pub(crate) fn last_within_portable(&self, upper: Bound<&K>) -> Option<(K, u64)> {
         let mut found = None;
-        self.collect_rev_portable::<u64, _>(&Bound::Unbounded, upper.cloned(), 1, &mut found);
+        self.collect_rev_portable::<u64, _>(&Bound::Unbounded, upper.cloned(), 1, 0, &mut found);
         found
     }
 }
