@@ -561,11 +561,8 @@ impl<K: Key> Inner<K> {
                     out.copy_run(keys, cells, at, run_end);
                     at = run_end;
                     taken = out.count() - out_start;
-                    if taken == limit {
-                        let key = out
-                            .last_key()
-                            .expect("the run took the limit's last record");
-                        return Some(Bound::Excluded(key.clone()));
+                    if let Some(resume) = resume_at_limit(out, taken, limit) {
+                        return Some(resume);
                     }
                     if run_end < span_end {
                         // Stopped by a buffered key or the range's end.
@@ -703,11 +700,8 @@ impl<K: Key> Inner<K> {
                         out.copy_run_rev(keys, cells, run_start, at);
                         at = run_start;
                         taken = out.count() - out_start;
-                        if taken == limit {
-                            let key = out
-                                .last_key()
-                                .expect("the run took the limit's last record");
-                            return Some(Bound::Excluded(key.clone()));
+                        if let Some(resume) = resume_at_limit(out, taken, limit) {
+                            return Some(resume);
                         }
                         continue;
                     }
@@ -805,6 +799,23 @@ fn take_head<'a, K: Key>(
         *value = entry.record().value().read();
     }
     *head = next(entry);
+}
+
+/// After an array run was copied into `out`, which now holds `taken` of
+/// the call's records: where to resume if that is the limit (past the
+/// last record taken), else `None`.
+#[inline(always)]
+fn resume_at_limit<K: Key, V, C: Collector<K, V>>(
+    out: &C,
+    taken: usize,
+    limit: usize,
+) -> Option<Bound<K>> {
+    (taken == limit).then(|| {
+        let last = out
+            .last_key()
+            .expect("the run took the limit's last record");
+        Bound::Excluded(last.clone())
+    })
 }
 
 /// Where [`Inner::collect`] puts the records it takes, in key order: a
