@@ -33,11 +33,13 @@ const RANGE_BATCH: usize = 64;
 /// Records a range iterator's first fetch from either end takes; each
 /// further fetch from that end takes [`RANGE_BATCH_GROWTH`] times as many,
 /// up to [`RANGE_BATCH`]. A fetch costs about as much as copying a few
-/// dozen records, so a first batch of 16 serves `range(k..).next()` (or
-/// `upper_bound`'s idiom `range(..=k).next_back()`) for a little more than
-/// a first batch of 4 did (osm, in `examples/scan_lengths.rs`: 251-258 ->
-/// 262-281 ns; reverse 280 -> 330), and `take(10)` with one fetch instead
-/// of two (410-420 -> 273-292 ns; reverse 490-540 -> 330-340).
+/// dozen records, so a first batch of 16 serves `range(k..).next()` and
+/// `range(..=k).next_back()` (`BTreeMap`'s successor and predecessor
+/// idioms; [`XIndex::lower_bound`] and [`XIndex::upper_bound`] fetch one
+/// record) for a little more than a first batch of 4 did (osm, in
+/// `examples/scan_lengths.rs`: 251-258 -> 262-281 ns; reverse 280 -> 330),
+/// and `take(10)` with one fetch instead of two (410-420 -> 273-292 ns;
+/// reverse 490-540 -> 330-340).
 const RANGE_FIRST_BATCH: usize = 16;
 /// Growth of a range iterator's batches: 16, then 64.
 const RANGE_BATCH_GROWTH: usize = 4;

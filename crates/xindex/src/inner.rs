@@ -818,9 +818,10 @@ fn resume_at_limit<K: Key, V, C: Collector<K, V>>(
     })
 }
 
-/// Where [`Inner::collect`] puts the records it takes, in key order: a
-/// `Vec` for scans and ranges, an `Option` for the one record of a
-/// successor query (which then allocates nothing).
+/// Where [`Inner::collect`] puts the records it takes, in key order (and
+/// [`Inner::collect_rev`], in descending order): a `Vec` for scans and
+/// ranges, an `Option` for the one record of a successor or predecessor
+/// query (which then allocates nothing).
 pub(crate) trait Collector<K, V> {
     /// Records taken so far (a `Vec` counts what it held before too).
     fn count(&self) -> usize;
