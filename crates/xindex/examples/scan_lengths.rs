@@ -8,8 +8,9 @@
 //! a pass makes, and `SCAN_DELTAS=N` holds every `N`-th key back from the
 //! bulk load and inserts it afterwards (both maps, in random order, with
 //! the index's maintenance off), so scans merge that many keys from the
-//! groups' deltas. `SCAN_REVERSE=1` adds reverse scans of each length
-//! (rows `rN`): `range(..=start).rev()` taking `N` records, both maps.
+//! groups' deltas. `SCAN_REVERSE=1` adds range iterators of each length,
+//! both maps: `range(..=start).rev()` (rows `rN`) and `range(start..)`
+//! (rows `fN`) taking `N` records.
 
 mod common;
 
@@ -98,43 +99,37 @@ fn main() -> lidx_core::Result<()> {
     );
     let mut out = Vec::with_capacity(128);
     let reverse = std::env::var("SCAN_REVERSE").is_ok_and(|v| v == "1");
+    // Keys summed (wrapping), so both maps must return the same records.
+    let sum = |a: u64, k: u64| a.wrapping_add(k);
     for &len in lengths.iter().filter(|_| reverse) {
+        let agree = "both return the same records";
         race(
             &format!("r{len}"),
             &starts,
-            "both return the same records",
+            agree,
             |s| {
                 index
                     .range(..=s)
                     .rev()
                     .take(len)
-                    .fold(0u64, |a, (k, _)| a.wrapping_add(k))
+                    .fold(0, |a, (k, _)| sum(a, k))
             },
             |s| {
                 let map = btree.read().expect("never poisoned");
                 map.range(..=s)
                     .rev()
                     .take(len)
-                    .fold(0u64, |a, (&k, _)| a.wrapping_add(k))
+                    .fold(0, |a, (&k, _)| sum(a, k))
             },
         );
-    }
-    for &len in lengths.iter().filter(|_| reverse) {
         race(
             &format!("f{len}"),
             &starts,
-            "both return the same records",
-            |s| {
-                index
-                    .range(s..)
-                    .take(len)
-                    .fold(0u64, |a, (k, _)| a.wrapping_add(k))
-            },
+            agree,
+            |s| index.range(s..).take(len).fold(0, |a, (k, _)| sum(a, k)),
             |s| {
                 let map = btree.read().expect("never poisoned");
-                map.range(s..)
-                    .take(len)
-                    .fold(0u64, |a, (&k, _)| a.wrapping_add(k))
+                map.range(s..).take(len).fold(0, |a, (&k, _)| sum(a, k))
             },
         );
     }
