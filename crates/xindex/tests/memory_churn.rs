@@ -24,6 +24,7 @@
 //! ```
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -182,14 +183,29 @@ impl Length {
 
 /// Makes the one-time allocations the standard library keeps for a thread
 /// (its list of thread-local destructors, registered at the first pin of
-/// an index; the scoped-thread machinery's), so that they are not counted
-/// as the index's.
+/// an index; the thread machinery's), so that they are not counted as the
+/// index's.
 fn warm_up_this_thread() {
     let index = XIndex::bulk_load([(1u64, 1u64)], Config::default()).expect("one key");
-    std::thread::scope(|scope| {
-        scope.spawn(|| index.get(&1));
+    let index = joined(move || {
+        index.get(&1);
+        index
     });
     assert_eq!(index.get(&1), Some(1));
+}
+
+/// Runs `work` on a thread of its own and returns its result once the
+/// thread has ended, its thread-local destructors included.
+///
+/// Not `std::thread::scope`: a scope returns when its threads' closures
+/// have returned, and their thread-locals (the index's epoch
+/// registrations among them) may be torn down later still, freeing or
+/// allocating in the middle of the next measurement (on a loaded machine
+/// the warm-up thread released the last registration of the warm-up
+/// index's collector, 9.5 KiB, during the churn that followed). `join`
+/// waits for the whole thread.
+fn joined<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(work).join().expect("thread panicked")
 }
 
 /// Heap bytes above `base`.
@@ -215,6 +231,17 @@ fn settle<K: Key>(index: &XIndex<K, u64>) {
     panic!("maintenance did not settle in 200 passes");
 }
 
+/// What a churn's threads share.
+struct Run {
+    done: AtomicBool,
+    /// Steps done by each writer.
+    progress: [AtomicUsize; WRITERS as usize],
+    /// The writers' highest key so far, for the reader.
+    top: AtomicU64,
+    /// Highest heap sampled in each tenth of the run.
+    peaks: [AtomicUsize; TENTHS],
+}
+
 struct Measured {
     /// The index's heap right after its bulk load.
     loaded: usize,
@@ -233,7 +260,7 @@ struct Measured {
 
 fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured {
     let length = Length::from_env();
-    let mut writers: Vec<Writer> = (0..WRITERS).map(|id| Writer::new(id, seed)).collect();
+    let writers: Vec<Writer> = (0..WRITERS).map(|id| Writer::new(id, seed)).collect();
     warm_up_this_thread();
     let base = live_bytes();
     let mut initial: Vec<u64> = writers
@@ -246,16 +273,23 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
     drop(initial);
     let loaded = heap_above(base);
 
-    let done = AtomicBool::new(false);
-    // Steps done by the slowest writer, and the writers' highest step.
-    let progress: Vec<AtomicUsize> = (0..WRITERS).map(|_| AtomicUsize::new(0)).collect();
-    let top = AtomicU64::new(0);
-    let peaks: [AtomicUsize; TENTHS] = std::array::from_fn(|_| AtomicUsize::new(0));
-    let steps = std::thread::scope(|scope| {
-        let sampler = scope.spawn(|| {
+    let index = Arc::new(index);
+    let run = Arc::new(Run {
+        done: AtomicBool::new(false),
+        progress: std::array::from_fn(|_| AtomicUsize::new(0)),
+        top: AtomicU64::new(0),
+        peaks: std::array::from_fn(|_| AtomicUsize::new(0)),
+    });
+    // Threads of their own, joined (see `joined`): each has ended, its
+    // registrations with the index's collector released, before the heap
+    // is measured again.
+    let sampler = std::thread::spawn({
+        let run = Arc::clone(&run);
+        move || {
             let started = Instant::now();
-            while !done.load(Ordering::Acquire) {
-                let reached = progress
+            while !run.done.load(Ordering::Acquire) {
+                let reached = run
+                    .progress
                     .iter()
                     .map(|p| p.load(Ordering::Relaxed))
                     .min()
@@ -268,15 +302,18 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
                     }
                 };
                 let tenth = ((part * TENTHS as f64) as usize).min(TENTHS - 1);
-                peaks[tenth].fetch_max(heap_above(base), Ordering::Relaxed);
+                run.peaks[tenth].fetch_max(heap_above(base), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(1));
             }
-        });
-        let reader = scope.spawn(|| {
+        }
+    });
+    let reader = std::thread::spawn({
+        let (index, run) = (Arc::clone(&index), Arc::clone(&run));
+        move || {
             let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
             let mut hits = 0u64;
-            while !done.load(Ordering::Acquire) {
-                let high = top.load(Ordering::Relaxed).max(1);
+            while !run.done.load(Ordering::Acquire) {
+                let high = run.top.load(Ordering::Relaxed).max(1);
                 let key = rng.random_range(0..high);
                 if let Some(value) = index.get(&K::of(key)) {
                     assert_eq!(value, key, "value of another key");
@@ -284,37 +321,41 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
                 }
             }
             hits
-        });
-        let steps: Vec<usize> = std::thread::scope(|writing| {
-            let handles: Vec<_> = writers
-                .iter_mut()
-                .zip(&progress)
-                .map(|(writer, progress)| {
-                    let (index, top) = (&index, &top);
-                    writing.spawn(move || {
-                        let mut step = 0;
-                        while length.goes_on(step) {
-                            writer.step(index, arrivals, step as u64);
-                            step += 1;
-                            progress.store(step, Ordering::Relaxed);
-                            let span = LIVE_PER_WRITER as u64 * SPACING;
-                            let high = match arrivals {
-                                Arrivals::SlidingWindow => step as u64 * SPACING + span,
-                                Arrivals::Uniform => span,
-                            };
-                            top.fetch_max(high * WRITERS, Ordering::Relaxed);
-                        }
-                        step
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        done.store(true, Ordering::Release);
-        sampler.join().unwrap();
-        assert!(reader.join().unwrap() > 0, "the reader found no key");
-        steps
+        }
     });
+    let handles: Vec<_> = writers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut writer)| {
+            let (index, run) = (Arc::clone(&index), Arc::clone(&run));
+            std::thread::spawn(move || {
+                let mut step = 0;
+                while length.goes_on(step) {
+                    writer.step(&index, arrivals, step as u64);
+                    step += 1;
+                    run.progress[i].store(step, Ordering::Relaxed);
+                    let span = LIVE_PER_WRITER as u64 * SPACING;
+                    let high = match arrivals {
+                        Arrivals::SlidingWindow => step as u64 * SPACING + span,
+                        Arrivals::Uniform => span,
+                    };
+                    run.top.fetch_max(high * WRITERS, Ordering::Relaxed);
+                }
+                (writer, step)
+            })
+        })
+        .collect();
+    let (writers, steps): (Vec<Writer>, Vec<usize>) = handles
+        .into_iter()
+        .map(|h| h.join().expect("a writer panicked"))
+        .unzip();
+    run.done.store(true, Ordering::Release);
+    sampler.join().expect("the sampler panicked");
+    assert!(
+        reader.join().expect("the reader panicked") > 0,
+        "the reader found no key"
+    );
+    let index = Arc::into_inner(index).expect("every thread has ended");
 
     // Every live key is there with its value, and nothing else.
     let mut live: Vec<u64> = writers
@@ -351,7 +392,7 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
     let (nodes, deltas) = (stats.node_block_bytes, stats.delta_bytes);
     let measured = Measured {
         loaded,
-        peaks: peaks.each_ref().map(|p| p.load(Ordering::Relaxed)),
+        peaks: run.peaks.each_ref().map(|p| p.load(Ordering::Relaxed)),
         settled,
         fresh,
         node_blocks: nodes,
@@ -360,7 +401,7 @@ fn churn<K: ChurnKey>(arrivals: Arrivals, config: Config, seed: u64) -> Measured
     };
     let (groups, splits, merges) = (stats.group_count(), stats.group_splits, stats.group_merges);
     let (regions, arrays) = (stats.array_region_bytes, stats.array_live_bytes);
-    drop((stats, steps, progress));
+    drop((stats, steps, run));
     // Before printing: captured output is heap too.
     let after_drop = live_bytes() - base;
     eprintln!(
