@@ -735,6 +735,48 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
             None => self.next_fetched(),
         }
     }
+
+    /// Internal iteration (`for_each`, `sum`, `count`, `fold`, `max`, and
+    /// adapters over them such as `map(..).sum()`): the caller takes every
+    /// record, so batches keep growing, to [`SCAN_BATCH`] records a fetch,
+    /// and each is folded as a slice. `f` runs outside the fetches' epoch
+    /// pins, as it would between calls to `next`.
+    fn fold<B, F>(mut self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, Self::Item) -> B,
+    {
+        let mut acc = self.front.by_ref().fold(init, &mut f);
+        while !self.exhausted {
+            let next_batch = (self.front_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH);
+            self.fetch_front(next_batch);
+            acc = self.front.by_ref().fold(acc, &mut f);
+        }
+        // The back's batches, descending, hold the rest.
+        self.back.rfold(acc, f)
+    }
+
+    /// The record with the largest key left: one fetch from the back, as
+    /// `BTreeMap`'s iterators do it, not a walk of the whole range.
+    fn last(mut self) -> Option<(K, V)> {
+        self.next_back()
+    }
+
+    /// The record with the smallest key left (keys are unique, so it is
+    /// the least pair): the next one.
+    fn min(mut self) -> Option<(K, V)>
+    where
+        (K, V): Ord,
+    {
+        self.next()
+    }
+
+    /// The record with the largest key left: as [`last`](Iterator::last).
+    fn max(mut self) -> Option<(K, V)>
+    where
+        (K, V): Ord,
+    {
+        self.next_back()
+    }
 }
 
 impl<K: Key, V: Value> Range<'_, K, V> {
@@ -744,20 +786,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
     #[inline(never)]
     fn next_fetched(&mut self) -> Option<(K, V)> {
         if !self.exhausted {
-            let mut batch = reuse_buffer(&mut self.front);
-            let next_batch = (self.front_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
-            match self.index.inner.collect(
-                self.lower.clone(),
-                &self.upper,
-                self.front_batch,
-                next_batch,
-                &mut batch,
-            ) {
-                Some(resume) => self.lower = resume,
-                None => self.exhausted = true,
-            }
-            self.front = batch.into_iter();
-            self.front_batch = next_batch;
+            self.fetch_front((self.front_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH));
             if let Some(record) = self.front.next() {
                 return Some(record);
             }
@@ -770,32 +799,61 @@ impl<K: Key, V: Value> Range<'_, K, V> {
     #[inline(never)]
     fn next_back_fetched(&mut self) -> Option<(K, V)> {
         if !self.exhausted {
-            let mut batch = reuse_buffer(&mut self.back);
-            let next_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH);
-            match self.index.inner.collect_rev(
-                &self.lower,
-                self.upper.clone(),
-                self.back_batch,
-                next_batch,
-                &mut batch,
-            ) {
-                Some(resume) => self.upper = resume,
-                None => self.exhausted = true,
-            }
-            self.back = batch.into_iter();
-            self.back_batch = next_batch;
+            self.fetch_back((self.back_batch * RANGE_BATCH_GROWTH).min(RANGE_BATCH));
             if let Some(record) = self.back.next() {
                 return Some(record);
             }
         }
         self.front.next_back()
     }
+
+    /// Refills the drained front buffer with the next `front_batch`
+    /// records, narrows the range past them and makes `next_batch` the
+    /// next fetch's size. The lines of up to [`RANGE_BATCH`] records past
+    /// the batch are requested with it, for a fold's larger batches too
+    /// (a fetch requests at most [`SCAN_PREFETCH_LINES`](crate::group::SCAN_PREFETCH_LINES) lines of keys,
+    /// which a batch of 256 already fills; alternated runs could not tell
+    /// a lookahead of 0, 64 or the next batch apart, session 58).
+    fn fetch_front(&mut self, next_batch: usize) {
+        let mut batch = reuse_buffer(&mut self.front, self.front_batch);
+        match self.index.inner.collect(
+            self.lower.clone(),
+            &self.upper,
+            self.front_batch,
+            next_batch.min(RANGE_BATCH),
+            &mut batch,
+        ) {
+            Some(resume) => self.lower = resume,
+            None => self.exhausted = true,
+        }
+        self.front = batch.into_iter();
+        self.front_batch = next_batch;
+    }
+
+    /// [`fetch_front`](Self::fetch_front) mirrored: the back buffer, in
+    /// descending order.
+    fn fetch_back(&mut self, next_batch: usize) {
+        let mut batch = reuse_buffer(&mut self.back, self.back_batch);
+        match self.index.inner.collect_rev(
+            &self.lower,
+            self.upper.clone(),
+            self.back_batch,
+            next_batch.min(RANGE_BATCH),
+            &mut batch,
+        ) {
+            Some(resume) => self.upper = resume,
+            None => self.exhausted = true,
+        }
+        self.back = batch.into_iter();
+        self.back_batch = next_batch;
+    }
 }
 
-/// An empty `Vec` for the next batch, with room for the largest: the
-/// drained buffer's allocation, taken back, so a range allocates once.
-/// Growing the buffer batch by batch reallocated it, a third of the
-/// instructions of a 10-record range.
+/// An empty `Vec` for the next batch of `records`, with room for a
+/// batch of [`RANGE_BATCH`] at least: the drained buffer's allocation,
+/// taken back, so a range allocates once (a fold, once for each larger
+/// batch). Growing the buffer batch by batch reallocated it, a third of
+/// the instructions of a 10-record range.
 ///
 /// Taken back through `map`: `collect` runs a mapped `vec::IntoIter` in
 /// place, on its own allocation, however far it was advanced, while
@@ -805,7 +863,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
 /// callgrind, osm thinned to 43K keys). Allocation behaviour is not
 /// something `Vec` promises; `range_buffers_are_reused` fails if a
 /// toolchain stops doing it.
-fn reuse_buffer<T>(drained: &mut std::vec::IntoIter<T>) -> Vec<T> {
+fn reuse_buffer<T>(drained: &mut std::vec::IntoIter<T>, records: usize) -> Vec<T> {
     debug_assert_eq!(drained.len(), 0, "only a drained buffer is reused");
     #[allow(
         clippy::map_identity,
@@ -813,7 +871,7 @@ fn reuse_buffer<T>(drained: &mut std::vec::IntoIter<T>) -> Vec<T> {
     )]
     let mut buffer: Vec<T> = std::mem::take(drained).map(|record| record).collect();
     buffer.clear();
-    buffer.reserve(RANGE_BATCH);
+    buffer.reserve(records.max(RANGE_BATCH));
     buffer
 }
 
@@ -829,6 +887,20 @@ impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
             Some(record) => Some(record),
             None => self.next_back_fetched(),
         }
+    }
+
+    /// [`fold`](Iterator::fold) mirrored: `rev().sum()` and the like.
+    fn rfold<B, F>(mut self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, Self::Item) -> B,
+    {
+        let mut acc = self.back.by_ref().fold(init, &mut f);
+        while !self.exhausted {
+            let next_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH);
+            self.fetch_back(next_batch);
+            acc = self.back.by_ref().fold(acc, &mut f);
+        }
+        self.front.rfold(acc, f)
     }
 }
 
@@ -848,7 +920,7 @@ mod tests {
         let mut drained = batch.into_iter();
         let taken: Vec<u64> = drained.by_ref().map(|(_, v)| v).collect();
         assert_eq!(taken, (0..40).collect::<Vec<_>>());
-        let reused = reuse_buffer(&mut drained);
+        let reused = reuse_buffer(&mut drained, RANGE_BATCH);
         assert!(reused.is_empty());
         assert_eq!(
             (reused.as_ptr(), reused.capacity()),
@@ -856,7 +928,7 @@ mod tests {
             "the drained batch's allocation was not reused"
         );
         // A range's first batch: nothing to reuse, one allocation.
-        let first = reuse_buffer(&mut Vec::<(u64, u64)>::new().into_iter());
+        let first = reuse_buffer(&mut Vec::<(u64, u64)>::new().into_iter(), RANGE_BATCH);
         assert!(first.capacity() >= RANGE_BATCH);
     }
 }

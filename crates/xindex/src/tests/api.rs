@@ -903,6 +903,109 @@ fn ranges_from_both_ends_match_a_btreemap_across_runs_and_deltas() {
     assert!(all.iter().rev().map(|&(k, _)| k).eq(oracle.keys().copied()));
 }
 
+/// `fold` and `rfold` (and what runs through them: `sum`, `count`,
+/// `for_each`, `last`, `map(..).sum()`) against `BTreeMap::range`, after
+/// a few records taken from either end: their batches grow past `next`'s
+/// 64 to 256 and 1,024 records, across groups, removed runs and deltas,
+/// with byte-string keys too (records moved out of the buffer as it is
+/// folded).
+#[test]
+fn folds_over_ranges_match_a_btreemap() {
+    let config = Config {
+        maintenance_interval: None,
+        ..Config::default()
+    };
+    let index = XIndex::bulk_load((0..12_000u64).map(|k| (k * 3, k)), config.clone()).unwrap();
+    let mut oracle: std::collections::BTreeMap<u64, u64> =
+        (0..12_000u64).map(|k| (k * 3, k)).collect();
+    for k in (0..36_000u64).step_by(21).chain(9_000..12_000) {
+        if k % 3 == 0 {
+            assert_eq!(index.remove(&k), oracle.remove(&k));
+        }
+    }
+    for k in (1..36_000u64).step_by(37) {
+        assert_eq!(index.insert(k, k + 7), oracle.insert(k, k + 7));
+    }
+    let keep = |mut all: Vec<(u64, u64)>, record| {
+        all.push(record);
+        all
+    };
+    for (lower, span) in [
+        (0, 40_000),
+        (5, 3),
+        (100, 500),
+        (7_000, 5_000),
+        (20_000, 16_000),
+    ] {
+        let bounds = (Bound::Included(lower), Bound::Excluded(lower + span));
+        let want: Vec<(u64, u64)> = oracle.range(bounds).map(|(&k, &v)| (k, v)).collect();
+        for (front, back) in [(0, 0), (1, 0), (0, 1), (17, 3), (3, 81), (70, 70)] {
+            let taken = |range: &mut crate::Range<'_, u64, u64>| {
+                let low: Vec<_> = range.by_ref().take(front).collect();
+                let high: Vec<_> = range.by_ref().rev().take(back).collect();
+                (low, high)
+            };
+            let what = format!("{bounds:?} after {front} from the front and {back} from the back");
+            // A fresh range with the records taken, and the ones it has left.
+            let fresh = || {
+                let mut range = index.range(bounds);
+                let (low, high) = taken(&mut range);
+                let rest = &want[low.len()..want.len() - high.len()];
+                (range, low, high, rest)
+            };
+            let (range, low, high, rest) = fresh();
+            let mut all = range.fold(low, keep);
+            all.extend(high.iter().rev().copied());
+            assert_eq!(all, want, "fold: {what}");
+            let (range, low, high, _) = fresh();
+            let mut down = range.rfold(high, keep);
+            down.extend(low.iter().rev().copied());
+            down.reverse();
+            assert_eq!(down, want, "rfold: {what}");
+            assert_eq!(fresh().0.count(), rest.len(), "count: {what}");
+            let sum = rest.iter().map(|&(_, v)| v).sum::<u64>();
+            assert_eq!(fresh().0.map(|(_, v)| v).sum::<u64>(), sum, "sum: {what}");
+            // `Range`'s own `last`, `min` and `max`: one fetch from an end.
+            #[allow(clippy::double_ended_iterator_last, reason = "`Range::last` is tested")]
+            let last = fresh().0.last();
+            assert_eq!(last, rest.last().copied(), "last: {what}");
+            assert_eq!(fresh().0.max(), rest.last().copied(), "max: {what}");
+            assert_eq!(fresh().0.min(), rest.first().copied(), "min: {what}");
+            let mut seen = Vec::new();
+            fresh().0.rev().for_each(|record| seen.push(record));
+            assert!(seen.iter().rev().eq(rest.iter()), "rev().for_each: {what}");
+        }
+    }
+    // Byte-string keys: records that own memory, moved out as folded.
+    let key = |i: u64| format!("k{i:06}").into_bytes();
+    let index = XIndex::bulk_load((0..3_000u64).map(|i| (key(i * 2), i)), config).unwrap();
+    for i in (1..6_000u64).step_by(9) {
+        index.insert(key(i), i);
+    }
+    let oracle: std::collections::BTreeMap<Vec<u8>, u64> = index.iter().collect();
+    assert_eq!(oracle.len(), 3_000 + 6_000usize.div_ceil(18));
+    let all = index
+        .range(key(10)..key(5_000))
+        .fold(Vec::new(), |mut all, record| {
+            all.push(record);
+            all
+        });
+    assert!(
+        all.iter()
+            .map(|(k, v)| (k, v))
+            .eq(oracle.range(key(10)..key(5_000)))
+    );
+    let mut down = index
+        .range(key(10)..key(5_000))
+        .rev()
+        .fold(Vec::new(), |mut all, record| {
+            all.push(record);
+            all
+        });
+    down.reverse();
+    assert_eq!(down, all);
+}
+
 /// As above with byte-string keys (records that own memory, so the array run
 /// copies clone keys and the removed records are skipped by kind).
 #[test]

@@ -30,9 +30,9 @@ enum Op {
     Range(u64, u64),
     /// `range(lower..upper)` (each bound's kind chosen by a number: 0
     /// included, 1 excluded, 2 unbounded) consumed from both ends, `true`
-    /// taking from the back, until the pattern ends (then the rest, from
-    /// the back).
-    TwoEnded((u64, u8), (u64, u8), Vec<bool>),
+    /// taking from the back, until the pattern ends; then the rest, as
+    /// [`two_ended_take`] numbers `finish`.
+    TwoEnded((u64, u8), (u64, u8), Vec<bool>, u8),
     /// The last record at or below, and below, a key, and the first at or
     /// above, and above, it.
     Predecessor(u64),
@@ -100,8 +100,9 @@ fn two_ended(key_space: u64) -> impl Strategy<Value = Op> {
         bound.clone(),
         bound,
         proptest::collection::vec(any::<bool>(), 0..30),
+        0u8..3,
     )
-        .prop_map(|(a, b, pattern)| Op::TwoEnded(a, b, pattern))
+        .prop_map(|(a, b, pattern, finish)| Op::TwoEnded(a, b, pattern, finish))
 }
 
 /// The bulk removals: `retain`, `remove_range`, and (rarely) `clear`.
@@ -140,17 +141,33 @@ fn bound_of((key, kind): (u64, u8)) -> Bound<u64> {
 }
 
 /// What taking from the ends of `iter` in `pattern`'s order (`true`:
-/// the back), then from the back until both meet, returns.
+/// the back), then the rest as `finish` numbers it, returns: 0 from the
+/// back a record at a time, 1 by `fold` (ascending), 2 by `rfold`
+/// (descending). `fold` and `rfold` take a range's remaining records in
+/// batches that grow past the ones `next` fetches; `BTreeMap`'s take them
+/// one by one, so the two are compared.
 fn two_ended_take(
     mut iter: impl DoubleEndedIterator<Item = (u64, u64)>,
     pattern: &[bool],
+    finish: u8,
 ) -> Vec<Option<(u64, u64)>> {
-    let mut taken: Vec<Option<(u64, u64)>> = pattern
+    let taken: Vec<Option<(u64, u64)>> = pattern
         .iter()
         .map(|&back| if back { iter.next_back() } else { iter.next() })
         .collect();
-    taken.extend(iter.rev().map(Some));
-    taken
+    let keep = |mut taken: Vec<Option<(u64, u64)>>, record| {
+        taken.push(Some(record));
+        taken
+    };
+    match finish {
+        0 => {
+            let mut taken = taken;
+            taken.extend(iter.rev().map(Some));
+            taken
+        }
+        1 => iter.fold(taken, keep),
+        _ => iter.rfold(taken, keep),
+    }
 }
 
 fn initial(key_space: u64) -> impl Strategy<Value = BTreeMap<u64, u64>> {
@@ -261,13 +278,14 @@ fn run(
                     .collect();
                 prop_assert_eq!(got, want, "{:?}", op);
             }
-            Op::TwoEnded(a, b, ref pattern) => {
+            Op::TwoEnded(a, b, ref pattern, finish) => {
                 let (lower, upper) = (bound_of(a), bound_of(b));
-                let got = two_ended_take(index.range((lower, upper)), pattern);
+                let got = two_ended_take(index.range((lower, upper)), pattern, finish);
                 let want = if inverted(lower, upper) {
-                    two_ended_take(std::iter::empty(), pattern)
+                    two_ended_take(std::iter::empty(), pattern, finish)
                 } else {
-                    two_ended_take(oracle.range((lower, upper)).map(|(a, b)| (*a, *b)), pattern)
+                    let records = oracle.range((lower, upper)).map(|(a, b)| (*a, *b));
+                    two_ended_take(records, pattern, finish)
                 };
                 prop_assert_eq!(got, want, "{:?}", op);
             }

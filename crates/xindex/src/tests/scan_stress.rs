@@ -140,9 +140,26 @@ fn scans_under_writers<K: TestKey>(round: u64) {
                     // ascending, then the high end's descending; reversed
                     // into one ascending list below.
                     let from = to.saturating_sub(n as u64 * 2);
+                    // Taken a record at a time, or after `steps` of them
+                    // the rest by `fold` (ascending) or `rfold`
+                    // (descending), whose batches grow past `next`'s.
                     let mut range = index.range(K::of(from)..=K::of(to));
                     let (mut low, mut high) = (Vec::new(), Vec::new());
-                    loop {
+                    let finish = rng.random_range(0..3u8);
+                    let steps = rng.random_range(0..2 * n);
+                    for step in 0.. {
+                        if finish != 0 && step == steps {
+                            let keep = |mut side: Vec<(u64, u64)>, (k, v): (K, u64)| {
+                                side.push((k.logical(), v));
+                                side
+                            };
+                            if finish == 1 {
+                                low = range.fold(low, keep);
+                            } else {
+                                high = range.rfold(high, keep);
+                            }
+                            break;
+                        }
                         let (taken, side) = if rng.random_bool(0.5) {
                             (range.next(), &mut low)
                         } else {
@@ -150,10 +167,16 @@ fn scans_under_writers<K: TestKey>(round: u64) {
                         };
                         match taken {
                             Some((k, v)) => side.push((k.logical(), v)),
-                            None => break,
+                            None => {
+                                assert_eq!(
+                                    range.next(),
+                                    None,
+                                    "an exhausted range stays exhausted"
+                                );
+                                break;
+                            }
                         }
                     }
-                    assert_eq!(range.next(), None, "an exhausted range stays exhausted");
                     high.extend(low.into_iter().rev());
                     assert!(
                         high.iter().all(|&(k, _)| k >= from),
