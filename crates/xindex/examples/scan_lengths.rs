@@ -10,7 +10,9 @@
 //! the index's maintenance off), so scans merge that many keys from the
 //! groups' deltas. `SCAN_REVERSE=1` adds range iterators of each length,
 //! both maps: `range(..=start).rev()` (rows `rN`) and `range(start..)`
-//! (rows `fN`) taking `N` records.
+//! (rows `fN`) taking `N` records, and bounded ranges of `N` records
+//! walked by a `for` loop (`bN`), summed through `fold` (`sN`) and
+//! through `rfold` (`rsN`).
 
 mod common;
 
@@ -130,6 +132,74 @@ fn main() -> lidx_core::Result<()> {
             |s| {
                 let map = btree.read().expect("never poisoned");
                 map.range(s..).take(len).fold(0, |a, (&k, _)| sum(a, k))
+            },
+        );
+    }
+    // Bounded ranges of `len` records, `start..end`: walked by `next` in
+    // a `for` loop (rows `bN`), and summed, which runs `fold` (`sN`) or,
+    // reversed, `rfold` (`rsN`). Timed over positions in `bounded`, so
+    // that neither side pays for finding the end key.
+    for &len in lengths.iter().filter(|_| reverse) {
+        let bounded: Vec<(u64, u64)> = starts
+            .iter()
+            .map(|&s| {
+                (
+                    s,
+                    keys[(keys.partition_point(|&k| k < s) + len).min(keys.len() - 1)],
+                )
+            })
+            .collect();
+        let at: Vec<u64> = (0..bounded.len() as u64).collect();
+        let agree = "both return the same records";
+        race(
+            &format!("b{len}"),
+            &at,
+            agree,
+            |i| {
+                let (s, e) = bounded[i as usize];
+                let mut a = 0;
+                for (k, _) in index.range(s..e) {
+                    a = sum(a, k);
+                }
+                a
+            },
+            |i| {
+                let (s, e) = bounded[i as usize];
+                let map = btree.read().expect("never poisoned");
+                let mut a = 0;
+                for (&k, _) in map.range(s..e) {
+                    a = sum(a, k);
+                }
+                a
+            },
+        );
+        let wrapping = |a: u64, b: u64| a.wrapping_add(b);
+        race(
+            &format!("s{len}"),
+            &at,
+            agree,
+            |i| {
+                let (s, e) = bounded[i as usize];
+                index.range(s..e).map(|(k, _)| k).fold(0, wrapping)
+            },
+            |i| {
+                let (s, e) = bounded[i as usize];
+                let map = btree.read().expect("never poisoned");
+                map.range(s..e).map(|(&k, _)| k).fold(0, wrapping)
+            },
+        );
+        race(
+            &format!("rs{len}"),
+            &at,
+            agree,
+            |i| {
+                let (s, e) = bounded[i as usize];
+                index.range(s..e).rev().map(|(k, _)| k).fold(0, wrapping)
+            },
+            |i| {
+                let (s, e) = bounded[i as usize];
+                let map = btree.read().expect("never poisoned");
+                map.range(s..e).rev().map(|(&k, _)| k).fold(0, wrapping)
             },
         );
     }
