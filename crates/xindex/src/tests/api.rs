@@ -939,6 +939,25 @@ fn folds_over_ranges_match_a_btreemap() {
     ] {
         let bounds = (Bound::Included(lower), Bound::Excluded(lower + span));
         let want: Vec<(u64, u64)> = oracle.range(bounds).map(|(&k, &v)| (k, v)).collect();
+        // Walked by `next` and `next_back`, whose batches grow past 64
+        // once an end has fetched 256 records.
+        assert_eq!(index.range(bounds).collect::<Vec<_>>(), want, "{bounds:?}");
+        let mut down: Vec<(u64, u64)> = index.range(bounds).rev().collect();
+        down.reverse();
+        assert_eq!(down, want, "{bounds:?} reversed");
+        let (mut range, mut low, mut high) = (index.range(bounds), Vec::new(), Vec::new());
+        for step in 0.. {
+            let taken = if step % 7 == 6 {
+                range.next_back().map(|record| high.push(record))
+            } else {
+                range.next().map(|record| low.push(record))
+            };
+            if taken.is_none() {
+                break;
+            }
+        }
+        low.extend(high.into_iter().rev());
+        assert_eq!(low, want, "{bounds:?} from both ends");
         for (front, back) in [(0, 0), (1, 0), (0, 1), (17, 3), (3, 81), (70, 70)] {
             let taken = |range: &mut crate::Range<'_, u64, u64>| {
                 let low: Vec<_> = range.by_ref().take(front).collect();

@@ -138,15 +138,22 @@ fn scans_under_writers<K: TestKey>(round: u64) {
                 } else {
                     // From both ends of `from..=to`: the low end's records
                     // ascending, then the high end's descending; reversed
-                    // into one ascending list below.
-                    let from = to.saturating_sub(n as u64 * 2);
+                    // into one ascending list below. One range in eight
+                    // spans most of the keys, so that an end walked by
+                    // `next` fetches past 256 records and its batches grow.
+                    let span = if rng.random_ratio(1, 8) {
+                        KEYS
+                    } else {
+                        n as u64 * 2
+                    };
+                    let from = to.saturating_sub(span);
                     // Taken a record at a time, or after `steps` of them
                     // the rest by `fold` (ascending) or `rfold`
                     // (descending), whose batches grow past `next`'s.
                     let mut range = index.range(K::of(from)..=K::of(to));
                     let (mut low, mut high) = (Vec::new(), Vec::new());
                     let finish = rng.random_range(0..3u8);
-                    let steps = rng.random_range(0..2 * n);
+                    let steps = rng.random_range(0..2 * span as usize);
                     for step in 0.. {
                         if finish != 0 && step == steps {
                             let keep = |mut side: Vec<(u64, u64)>, (k, v): (K, u64)| {
