@@ -173,19 +173,18 @@ fn main() -> lidx_core::Result<()> {
                 a
             },
         );
-        let wrapping = |a: u64, b: u64| a.wrapping_add(b);
         race(
             &format!("s{len}"),
             &at,
             agree,
             |i| {
                 let (s, e) = bounded[i as usize];
-                index.range(s..e).map(|(k, _)| k).fold(0, wrapping)
+                index.range(s..e).map(|(k, _)| k).fold(0, sum)
             },
             |i| {
                 let (s, e) = bounded[i as usize];
                 let map = btree.read().expect("never poisoned");
-                map.range(s..e).map(|(&k, _)| k).fold(0, wrapping)
+                map.range(s..e).map(|(&k, _)| k).fold(0, sum)
             },
         );
         race(
@@ -194,12 +193,12 @@ fn main() -> lidx_core::Result<()> {
             agree,
             |i| {
                 let (s, e) = bounded[i as usize];
-                index.range(s..e).rev().map(|(k, _)| k).fold(0, wrapping)
+                index.range(s..e).rev().map(|(k, _)| k).fold(0, sum)
             },
             |i| {
                 let (s, e) = bounded[i as usize];
                 let map = btree.read().expect("never poisoned");
-                map.range(s..e).rev().map(|(&k, _)| k).fold(0, wrapping)
+                map.range(s..e).rev().map(|(&k, _)| k).fold(0, sum)
             },
         );
     }

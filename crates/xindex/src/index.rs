@@ -28,12 +28,12 @@ use crate::submodels::{SubModel, settled_ranges};
 use crate::value::Value;
 
 /// The batch a range iterator walked by `next` settles at until the walk
-/// is long (see [`next_batch`]).
+/// is long (see [`walk_batch`]).
 const RANGE_BATCH: usize = 64;
 
 /// Records a range iterator's first fetch from either end takes; each
 /// further fetch from that end takes [`RANGE_BATCH_GROWTH`] times as many,
-/// up to [`RANGE_BATCH`]. A fetch costs about as much as copying a few
+/// up to [`RANGE_BATCH`] (more on long walks, [`walk_batch`], and folds). A fetch costs about as much as copying a few
 /// dozen records, so a first batch of 16 serves `range(k..).next()` and
 /// `range(..=k).next_back()` (`BTreeMap`'s successor and predecessor
 /// idioms; [`XIndex::lower_bound`] and [`XIndex::upper_bound`] fetch one
@@ -42,7 +42,8 @@ const RANGE_BATCH: usize = 64;
 /// and `take(10)` with one fetch instead of two (410-420 -> 273-292 ns;
 /// reverse 490-540 -> 330-340).
 const RANGE_FIRST_BATCH: usize = 16;
-/// Growth of a range iterator's batches: 16, then 64.
+/// Growth of a range iterator's batches: 16, then 64 (a fold's go on to
+/// 256 and 1,024).
 const RANGE_BATCH_GROWTH: usize = 4;
 
 /// The size of a range end's next fetch for iteration by `next`, after a
@@ -60,7 +61,7 @@ const RANGE_BATCH_GROWTH: usize = 4;
 /// walks of up to 256 records as they were. A walk of 10,000 records makes
 /// 23 fetches instead of 157 (osm, a bounded range of 10,000 in a `for`
 /// loop: 20.8-22.7 µs instead of 32.1-32.9, session 58).
-fn next_batch(batch: usize, fetched: usize) -> usize {
+fn walk_batch(batch: usize, fetched: usize) -> usize {
     (batch * RANGE_BATCH_GROWTH)
         .min(RANGE_BATCH)
         .max((fetched / 4).min(SCAN_BATCH))
@@ -781,8 +782,7 @@ impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
     {
         let mut acc = self.front.by_ref().fold(init, &mut f);
         while !self.exhausted {
-            let next_batch = (self.front_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH);
-            self.fetch_front(next_batch);
+            self.fetch_front((self.front_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH));
             acc = self.front.by_ref().fold(acc, &mut f);
         }
         // The back's batches, descending, hold the rest.
@@ -822,7 +822,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
         if !self.exhausted {
             // A short batch ends the range, so counting this one as full
             // is exact whenever another fetch follows.
-            self.fetch_front(next_batch(
+            self.fetch_front(walk_batch(
                 self.front_batch,
                 self.front_fetched + self.front_batch,
             ));
@@ -838,7 +838,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
     #[inline(never)]
     fn next_back_fetched(&mut self) -> Option<(K, V)> {
         if !self.exhausted {
-            self.fetch_back(next_batch(
+            self.fetch_back(walk_batch(
                 self.back_batch,
                 self.back_fetched + self.back_batch,
             ));
@@ -896,8 +896,8 @@ impl<K: Key, V: Value> Range<'_, K, V> {
 
 /// An empty `Vec` for the next batch of `records`, with room for a
 /// batch of [`RANGE_BATCH`] at least: the drained buffer's allocation,
-/// taken back, so a range allocates once (a fold, once for each larger
-/// batch). Growing the buffer batch by batch reallocated it, a third of
+/// taken back, so a range allocates once (a long walk or a fold, once
+/// more for each larger batch). Growing the buffer batch by batch reallocated it, a third of
 /// the instructions of a 10-record range.
 ///
 /// Taken back through `map`: `collect` runs a mapped `vec::IntoIter` in
@@ -941,8 +941,7 @@ impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
     {
         let mut acc = self.back.by_ref().fold(init, &mut f);
         while !self.exhausted {
-            let next_batch = (self.back_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH);
-            self.fetch_back(next_batch);
+            self.fetch_back((self.back_batch * RANGE_BATCH_GROWTH).min(SCAN_BATCH));
             acc = self.back.by_ref().fold(acc, &mut f);
         }
         self.front.rfold(acc, f)
@@ -951,17 +950,17 @@ impl<K: Key, V: Value> DoubleEndedIterator for Range<'_, K, V> {
 
 #[cfg(all(test, not(xindex_loom)))]
 mod tests {
-    use super::{RANGE_BATCH, RANGE_FIRST_BATCH, SCAN_BATCH, next_batch, reuse_buffer};
+    use super::{RANGE_BATCH, RANGE_FIRST_BATCH, SCAN_BATCH, reuse_buffer, walk_batch};
 
     #[test]
-    fn next_batches_grow_with_the_walk_and_stay_bounded() {
+    fn walk_batches_grow_with_the_walk_and_stay_bounded() {
         // The fetches a walk by `next` makes, and what they fetch in all.
         let walk = |records: usize| {
             let (mut batch, mut fetched, mut sizes) = (RANGE_FIRST_BATCH, 0, Vec::new());
             while fetched < records {
                 sizes.push(batch);
                 fetched += batch;
-                batch = next_batch(batch, fetched);
+                batch = walk_batch(batch, fetched);
             }
             (sizes, fetched)
         };
