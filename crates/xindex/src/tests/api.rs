@@ -12,6 +12,10 @@ fn assert_send_sync<T: Send + Sync>() {}
 fn is_send_and_sync() {
     assert_send_sync::<XIndex<u64, u64>>();
     assert_send_sync::<XIndex<Vec<u8>, i64>>();
+    // A range iterator holds no epoch guard between fetches (a guard is
+    // neither), so it can move to another thread mid-walk.
+    assert_send_sync::<crate::Range<'static, u64, u64>>();
+    assert_send_sync::<crate::Range<'static, Vec<u8>, i64>>();
 }
 
 #[test]
