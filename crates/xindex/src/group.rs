@@ -753,6 +753,16 @@ impl<K: Key> Group<K> {
             .saturating_add(above)
             .saturating_add(SEARCH_WINDOW / 2)
             .clamp(start, len);
+        self.prefetch_span(start, end, downwards);
+        predicted
+    }
+
+    /// Requests the key and cell lines of array records `start..end`, at
+    /// most [`SCAN_PREFETCH_LINES`] of each, from `start` up or, with
+    /// `downwards`, from `end` down. The caller checked that the keys own
+    /// no memory and the array is not empty.
+    #[inline(always)]
+    fn prefetch_span(&self, start: usize, end: usize, downwards: bool) {
         // The lines requested are the ones nearest the start: the first
         // ones of an upward run, the last ones of a downward run longer
         // than the lines cover. Taken from the run's low end, a reverse
@@ -773,7 +783,6 @@ impl<K: Key> Group<K> {
             self.cells.as_ptr().wrapping_add(first_block),
             blocks.min(SCAN_PREFETCH_LINES),
         );
-        predicted
     }
 
     /// Hints the CPU to load the first key line of the window counted from
@@ -837,16 +846,33 @@ impl<K: Key> Group<K> {
     /// `tail_len` tail records count) of the first record inside `bound`,
     /// for a scan that will copy about `run` records from there: their
     /// lines are requested with the search's ([`scan_prediction`](Self::scan_prediction)).
+    ///
+    /// `guess` (`usize::MAX` for none) is an array index to try first: if
+    /// the array's keys around it show it is the answer, the model and the
+    /// search are skipped (a range iterator's next fetch guesses where its
+    /// last one stopped, in whichever group that was).
     #[inline(always)]
-    pub(crate) fn first_index(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
-        self.first_index_with(bound, tail_len, run, false)
+    pub(crate) fn first_index(
+        &self,
+        bound: Bound<&K>,
+        tail_len: usize,
+        run: usize,
+        guess: usize,
+    ) -> usize {
+        self.first_index_with(bound, tail_len, run, false, guess)
     }
 
     /// [`first_index`](Self::first_index) for a reverse scan, which will
     /// copy about `run` records below the index returned.
     #[inline(always)]
-    pub(crate) fn first_index_rev(&self, bound: Bound<&K>, tail_len: usize, run: usize) -> usize {
-        self.first_index_with(bound, tail_len, run, true)
+    pub(crate) fn first_index_rev(
+        &self,
+        bound: Bound<&K>,
+        tail_len: usize,
+        run: usize,
+        guess: usize,
+    ) -> usize {
+        self.first_index_with(bound, tail_len, run, true, guess)
     }
 
     #[inline(always)]
@@ -856,10 +882,17 @@ impl<K: Key> Group<K> {
         tail_len: usize,
         run: usize,
         downwards: bool,
+        guess: usize,
     ) -> usize {
         let keys = &self.keys;
         let array = match bound {
             Bound::Unbounded => 0,
+            Bound::Included(key) if self.guess_holds(guess, |k| k < key) => {
+                self.prefetch_run(guess, run, downwards)
+            }
+            Bound::Excluded(key) if self.guess_holds(guess, |k| k <= key) => {
+                self.prefetch_run(guess, run, downwards)
+            }
             Bound::Included(key) => {
                 self.lower_bound_from(key, self.scan_prediction(key, run, downwards))
             }
@@ -885,6 +918,37 @@ impl<K: Key> Group<K> {
             }
             _ => array,
         }
+    }
+
+    /// Whether array index `guess` is where the keys stop being `before`
+    /// the bound: the first index whose key is not, so the answer of a
+    /// search (the array is sorted, so only one index passes).
+    #[inline(always)]
+    fn guess_holds(&self, guess: usize, before: impl Fn(&K) -> bool) -> bool {
+        let keys = &self.keys;
+        guess <= keys.len()
+            && guess.checked_sub(1).is_none_or(|i| before(&keys[i]))
+            && keys.get(guess).is_none_or(|k| !before(k))
+    }
+
+    /// Requests the lines of the `run` records from array index `at` up
+    /// (or, `downwards`, below it), as
+    /// [`scan_prediction`](Self::scan_prediction) does around a predicted
+    /// start, and returns `at`.
+    #[inline(always)]
+    fn prefetch_run(&self, at: usize, run: usize, downwards: bool) -> usize {
+        let len = self.keys.len();
+        if !std::mem::needs_drop::<K>() && len > 0 && scan_early_prefetch() {
+            let (start, end) = if downwards {
+                (at.saturating_sub(run), at)
+            } else {
+                (at, at.saturating_add(run).min(len))
+            };
+            if start < end {
+                self.prefetch_span(start, end, downwards);
+            }
+        }
+        at
     }
 
     /// The delta a put must go to when `buf` is frozen, if allocated yet.
@@ -1163,11 +1227,11 @@ mod tests {
                     assert_eq!(predicted.pos, g.prediction(&key).pos);
                 }
                 assert_eq!(
-                    g.first_index(Bound::Included(&key), 0, records),
+                    g.first_index(Bound::Included(&key), 0, records, usize::MAX),
                     g.lower_bound(&key)
                 );
                 assert_eq!(
-                    g.first_index_rev(Bound::Included(&key), 0, records),
+                    g.first_index_rev(Bound::Included(&key), 0, records, usize::MAX),
                     g.lower_bound(&key)
                 );
             }
@@ -1181,11 +1245,14 @@ mod tests {
             4,
             None,
         );
-        assert_eq!(empty.first_index(Bound::Included(&7), 0, 100), 0);
+        assert_eq!(
+            empty.first_index(Bound::Included(&7), 0, 100, usize::MAX),
+            0
+        );
         let strings: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i:03}").into_bytes()).collect();
         let gs = Group::from_values(&Pages::new(), None, strings, (0..50).collect(), 32, 4, None);
         assert_eq!(
-            gs.first_index(Bound::Excluded(&b"k010".to_vec()), 0, 100),
+            gs.first_index(Bound::Excluded(&b"k010".to_vec()), 0, 100, usize::MAX),
             11
         );
     }
@@ -1253,8 +1320,52 @@ mod tests {
             assert_eq!(g.records.cell_at(i).read(), Some(i as u64));
         }
         assert_eq!(g.find(&2), None);
-        assert_eq!(g.first_index(Bound::Excluded(&4), 0, 0), 3);
-        assert_eq!(g.first_index(Bound::Included(&5), 0, 0), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&4), 0, 0, usize::MAX), 3);
+        assert_eq!(g.first_index(Bound::Included(&5), 0, 0, usize::MAX), 3);
+    }
+
+    #[test]
+    fn a_guessed_first_index_is_taken_only_where_it_is_the_answer() {
+        // Every guess, right or wrong (out of range, from another group),
+        // gives the searched answer: in the array, at its ends, and past
+        // it into a tail.
+        let g = Group::from_values(
+            &Pages::new(),
+            None,
+            (0..200u64).map(|i| i * 10).collect(),
+            (0..200).collect(),
+            4,
+            4,
+            Some(TailSpec {
+                capacity: 8,
+                error_bound: 4,
+            }),
+        );
+        let tail = g.tail_for(&2_000).expect("above the array");
+        assert!(tail.try_append(&2_000, 7) && tail.try_append(&2_010, 8));
+        let guesses = (0..=202).chain([usize::MAX, usize::MAX - 1]);
+        for key in (0..2_030u64).step_by(5) {
+            for bound in [Bound::Included(&key), Bound::Excluded(&key)] {
+                let searched = g.first_index(bound, 2, 64, usize::MAX);
+                assert_eq!(g.first_index_rev(bound, 2, 64, usize::MAX), searched);
+                for guess in guesses.clone() {
+                    assert_eq!(
+                        g.first_index(bound, 2, 64, guess),
+                        searched,
+                        "{bound:?}, guess {guess}"
+                    );
+                    assert_eq!(
+                        g.first_index_rev(bound, 2, 64, guess),
+                        searched,
+                        "{bound:?}, guess {guess}, downwards"
+                    );
+                }
+            }
+        }
+        let empty = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, None);
+        for guess in [0, 1, usize::MAX] {
+            assert_eq!(empty.first_index(Bound::Excluded(&5), 0, 64, guess), 0);
+        }
     }
 
     #[test]
@@ -1262,7 +1373,7 @@ mod tests {
         let g = Group::<u64>::from_values(&Pages::new(), None, vec![], vec![], 32, 4, None);
         assert_eq!(g.models.len(), 1);
         assert_eq!(g.find(&7), None);
-        assert_eq!(g.first_index(Bound::Unbounded, 0, 0), 0);
+        assert_eq!(g.first_index(Bound::Unbounded, 0, 0, usize::MAX), 0);
     }
 
     #[test]
@@ -1289,10 +1400,10 @@ mod tests {
         assert_eq!(g.records.lengths(), (3, 2));
         assert_eq!(g.records.key_at(4), Some(&40));
         assert_eq!(g.records.cell_at(3).read(), Some(4));
-        assert_eq!(g.first_index(Bound::Excluded(&30), 2, 0), 3);
-        assert_eq!(g.first_index(Bound::Excluded(&35), 2, 0), 4);
-        assert_eq!(g.first_index(Bound::Included(&41), 2, 0), 5);
-        assert_eq!(g.first_index(Bound::Included(&25), 2, 0), 2);
+        assert_eq!(g.first_index(Bound::Excluded(&30), 2, 0, usize::MAX), 3);
+        assert_eq!(g.first_index(Bound::Excluded(&35), 2, 0, usize::MAX), 4);
+        assert_eq!(g.first_index(Bound::Included(&41), 2, 0, usize::MAX), 5);
+        assert_eq!(g.first_index(Bound::Included(&25), 2, 0, usize::MAX), 2);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::config::{Config, SequentialGroups};
 use crate::group::Group;
-use crate::inner::Inner;
+use crate::inner::{Inner, ResumeGuess};
 use crate::maintenance::Pass;
 use crate::node_slab::NodeSlab;
 use crate::pages::{Pages, reserved_bytes};
@@ -379,12 +379,14 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
         let mut lower = Bound::Included(start.clone());
         let mut remaining = n;
+        let mut resume = ResumeGuess::NONE;
         // Batches bound how long one epoch pin is held on a long scan.
         while remaining > 0 {
             let before = out.len();
-            let next =
-                self.inner
-                    .collect(lower, &Bound::Unbounded, remaining.min(SCAN_BATCH), 0, out);
+            let batch = remaining.min(SCAN_BATCH);
+            let next = self
+                .inner
+                .collect(lower, &Bound::Unbounded, batch, 0, out, &mut resume);
             remaining -= out.len() - before;
             match next {
                 Some(resume) => lower = resume,
@@ -420,6 +422,8 @@ impl<K: Key, V: Value> XIndex<K, V> {
             back_batch: RANGE_FIRST_BATCH,
             front_fetched: 0,
             back_fetched: 0,
+            front_resume: ResumeGuess::NONE,
+            back_resume: ResumeGuess::NONE,
         }
     }
 
@@ -440,9 +444,15 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// throughout the call (one inserted or removed meanwhile may or may
     /// not be seen).
     pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
-        let mut found = None;
-        self.inner
-            .collect(bound.cloned(), &Bound::Unbounded, 1, 0, &mut found);
+        let (mut found, mut resume) = (None, ResumeGuess::NONE);
+        self.inner.collect(
+            bound.cloned(),
+            &Bound::Unbounded,
+            1,
+            0,
+            &mut found,
+            &mut resume,
+        );
         found
     }
 
@@ -753,6 +763,9 @@ pub struct Range<'a, K: Key, V: Value> {
     /// Records fetched so far, from either end.
     front_fetched: usize,
     back_fetched: usize,
+    /// Where either end's last fetch stopped, its next fetch's first guess.
+    front_resume: ResumeGuess,
+    back_resume: ResumeGuess,
 }
 
 impl<K: Key, V: Value> Iterator for Range<'_, K, V> {
@@ -865,6 +878,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
             self.front_batch,
             next_batch.min(RANGE_BATCH),
             &mut batch,
+            &mut self.front_resume,
         ) {
             Some(resume) => self.lower = resume,
             None => self.exhausted = true,
@@ -884,6 +898,7 @@ impl<K: Key, V: Value> Range<'_, K, V> {
             self.back_batch,
             next_batch.min(RANGE_BATCH),
             &mut batch,
+            &mut self.back_resume,
         ) {
             Some(resume) => self.upper = resume,
             None => self.exhausted = true,

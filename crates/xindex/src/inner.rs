@@ -484,7 +484,7 @@ impl<K: Key> Inner<K> {
         /// instruction. A one-record scan of osm thinned to 43K keys (in
         /// cache) went from 123-125 to 107-110 ns (`examples/scan_lengths.rs`,
         /// session 54); out of cache the search's miss hides most of it.
-        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, lookahead: usize, out: &mut C) -> Option<Bound<K>>
+        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, lookahead: usize, out: &mut C, resume: &mut ResumeGuess) -> Option<Bound<K>>
             => collect_x86_64_v3, collect_baseline, collect_portable;
     }
 
@@ -497,6 +497,7 @@ impl<K: Key> Inner<K> {
         limit: usize,
         lookahead: usize,
         out: &mut C,
+        resume: &mut ResumeGuess,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(lower);
@@ -507,9 +508,14 @@ impl<K: Key> Inner<K> {
         let mut taken = 0usize;
         let out_start = out.count();
         loop {
-            let (group, group_end) = match &lower {
-                Bound::Included(k) | Bound::Excluded(k) => root.route_bounded(k, &guard),
-                Bound::Unbounded => root.route_first(&guard),
+            let (slot, group, group_end) = match &lower {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    root.route_bounded_from(k, resume.slot, &guard)
+                }
+                Bound::Unbounded => {
+                    let (group, end) = root.route_first(&guard);
+                    (0, group, end)
+                }
             };
             group.prefetch_delta();
             let in_range = |k: &K| group_end.is_none_or(|end| k < end) && below_upper(k, upper);
@@ -527,6 +533,7 @@ impl<K: Key> Inner<K> {
                 lower_ref,
                 tail_len,
                 (limit - taken).saturating_add(lookahead),
+                resume.at,
             );
             let mut buf = group.buf.seek(lower_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek(lower_ref));
@@ -561,8 +568,9 @@ impl<K: Key> Inner<K> {
                     out.copy_run(keys, cells, at, run_end);
                     at = run_end;
                     taken = out.count() - out_start;
-                    if let Some(resume) = resume_at_limit(out, taken, limit) {
-                        return Some(resume);
+                    if let Some(bound) = resume_at_limit(out, taken, limit) {
+                        *resume = ResumeGuess { slot, at };
+                        return Some(bound);
                     }
                     if run_end < span_end {
                         // Stopped by a buffered key or the range's end.
@@ -599,6 +607,7 @@ impl<K: Key> Inner<K> {
                     out.push(smallest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
+                        *resume = ResumeGuess { slot, at };
                         return Some(Bound::Excluded(smallest.clone()));
                     }
                 }
@@ -616,7 +625,7 @@ impl<K: Key> Inner<K> {
         /// [`collect_rev_portable`](Self::collect_rev_portable), built for
         /// x86-64-v3 like [`collect`](Self::collect) (a range iterator's
         /// `next_back` ran the baseline build's searches).
-        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, lookahead: usize, out: &mut C) -> Option<Bound<K>>
+        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, lookahead: usize, out: &mut C, resume: &mut ResumeGuess) -> Option<Bound<K>>
             => collect_rev_x86_64_v3, collect_rev_baseline, collect_rev_portable;
     }
 
@@ -645,6 +654,7 @@ impl<K: Key> Inner<K> {
         limit: usize,
         lookahead: usize,
         out: &mut C,
+        resume: &mut ResumeGuess,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(upper);
@@ -655,7 +665,7 @@ impl<K: Key> Inner<K> {
         let mut taken = 0usize;
         let out_start = out.count();
         loop {
-            let group = root.route_within(&upper, &guard);
+            let (slot, group) = root.route_within(&upper, resume.slot, &guard);
             group.prefetch_delta();
             let inside = |k: &K| {
                 above_lower(k, lower) && group.pivot.as_ref().is_none_or(|pivot| k >= pivot)
@@ -667,8 +677,12 @@ impl<K: Key> Inner<K> {
             let run = (limit - taken).saturating_add(lookahead);
             let mut at = match upper_ref {
                 Bound::Unbounded => array_len + tail_len,
-                Bound::Included(k) => group.first_index_rev(Bound::Excluded(k), tail_len, run),
-                Bound::Excluded(k) => group.first_index_rev(Bound::Included(k), tail_len, run),
+                Bound::Included(k) => {
+                    group.first_index_rev(Bound::Excluded(k), tail_len, run, resume.at)
+                }
+                Bound::Excluded(k) => {
+                    group.first_index_rev(Bound::Included(k), tail_len, run, resume.at)
+                }
             };
             let mut buf = group.buf.seek_last(upper_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek_last(upper_ref));
@@ -700,8 +714,9 @@ impl<K: Key> Inner<K> {
                         out.copy_run_rev(keys, cells, run_start, at);
                         at = run_start;
                         taken = out.count() - out_start;
-                        if let Some(resume) = resume_at_limit(out, taken, limit) {
-                            return Some(resume);
+                        if let Some(bound) = resume_at_limit(out, taken, limit) {
+                            *resume = ResumeGuess { slot, at };
+                            return Some(bound);
                         }
                         continue;
                     }
@@ -732,6 +747,7 @@ impl<K: Key> Inner<K> {
                     out.push(largest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
+                        *resume = ResumeGuess { slot, at };
                         return Some(Bound::Excluded(largest.clone()));
                     }
                 }
@@ -778,8 +794,15 @@ impl<K: Key> Inner<K> {
     /// [`last_within`](Self::last_within) for the build's baseline target.
     #[inline(always)]
     pub(crate) fn last_within_portable(&self, upper: Bound<&K>) -> Option<(K, u64)> {
-        let mut found = None;
-        self.collect_rev_portable::<u64, _>(&Bound::Unbounded, upper.cloned(), 1, 0, &mut found);
+        let (mut found, mut resume) = (None, ResumeGuess::NONE);
+        self.collect_rev_portable::<u64, _>(
+            &Bound::Unbounded,
+            upper.cloned(),
+            1,
+            0,
+            &mut found,
+            &mut resume,
+        );
         found
     }
 }
@@ -822,6 +845,26 @@ fn resume_at_limit<K: Key, V, C: Collector<K, V>>(
 /// [`Inner::collect_rev`], in descending order): a `Vec` for scans and
 /// ranges, an `Option` for the one record of a successor or predecessor
 /// query (which then allocates nothing).
+/// Where a fetch stopped, as the next fetch from the same place guesses
+/// its start: the root slot it routed to last and the array index after
+/// the last array record it took. Only a guess: the next fetch checks it
+/// against the root and the array it finds (two key comparisons each)
+/// and searches as usual where it does not hold, so a guess from a
+/// replaced root or group, or from another group, is harmless.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ResumeGuess {
+    slot: usize,
+    at: usize,
+}
+
+impl ResumeGuess {
+    /// No guess: the fetch searches from the root.
+    pub(crate) const NONE: Self = ResumeGuess {
+        slot: usize::MAX,
+        at: usize::MAX,
+    };
+}
+
 pub(crate) trait Collector<K, V> {
     /// Records taken so far (a `Vec` counts what it held before too).
     fn count(&self) -> usize;

@@ -546,14 +546,53 @@ impl<K: Key> Root<K> {
     }
 
     /// [`route`](Self::route) plus the exclusive upper end of the group's
-    /// key range (`None`: unbounded).
-    #[inline]
+    /// key range (`None`: unbounded). (Scans route with a guess,
+    /// [`route_bounded_from`](Self::route_bounded_from).)
+    #[cfg(all(test, not(xindex_loom)))]
     pub(crate) fn route_bounded<'g>(
         &'g self,
         key: &K,
         guard: &'g Guard,
     ) -> (&'g Group<K>, Option<&'g K>) {
         self.locate(self.slot_of(key, guard), Some(key), guard)
+    }
+
+    /// The group responsible for `key` and the exclusive upper end of its
+    /// key range (`None`: unbounded), routed from a guessed slot: `slot`
+    /// when its pivot range holds `key` (two comparisons with this root's
+    /// pivots, so the guess may come from any earlier root), else the
+    /// model's. Also returns the slot used, the guess for the next call.
+    ///
+    /// A range iterator's next fetch starts where its last one ended, in
+    /// the same slot nearly always: the root's model and search are then
+    /// skipped.
+    #[inline(always)]
+    pub(crate) fn route_bounded_from<'g>(
+        &'g self,
+        key: &K,
+        slot: usize,
+        guard: &'g Guard,
+    ) -> (usize, &'g Group<K>, Option<&'g K>) {
+        let slot = if self.slot_holds(slot, key) {
+            slot
+        } else {
+            self.slot_of(key, guard)
+        };
+        let (group, end) = self.locate(slot, Some(key), guard);
+        (slot, group, end)
+    }
+
+    /// Whether `slot`'s pivot range holds `key`, that is whether
+    /// [`slot_of`](Self::slot_of) would return `slot` (`false` for a slot
+    /// out of range).
+    #[inline(always)]
+    fn slot_holds(&self, slot: usize, key: &K) -> bool {
+        let pivots = &self.pivots;
+        slot <= pivots.len()
+            && slot
+                .checked_sub(1)
+                .is_none_or(|below| &pivots[below] <= key)
+            && pivots.get(slot).is_none_or(|above| key < above)
     }
 
     /// The leftmost group and the upper end of its key range.
@@ -572,13 +611,24 @@ impl<K: Key> Root<K> {
     /// built for x86-64-v3 inside `Inner::last_within`: out of line it ran
     /// the baseline build's search, 15% of a floor query's time on osm.
     #[inline(always)]
-    pub(crate) fn route_within<'g>(&'g self, upper: &Bound<K>, guard: &'g Guard) -> &'g Group<K> {
+    ///
+    /// `guess` is a slot to try before the model, as for
+    /// [`route_bounded_from`](Self::route_bounded_from); the slot the group
+    /// was found in is returned with it, the guess for the next call
+    /// (`usize::MAX`, no guess, for an `Included` bound).
+    pub(crate) fn route_within<'g>(
+        &'g self,
+        upper: &Bound<K>,
+        guess: usize,
+        guard: &'g Guard,
+    ) -> (usize, &'g Group<K>) {
         let key = match upper {
-            Bound::Included(k) => return self.route(k, guard),
+            Bound::Included(k) => return (usize::MAX, self.route(k, guard)),
             Bound::Excluded(k) => Some(k),
             Bound::Unbounded => None,
         };
         let mut slot = match key {
+            Some(k) if self.slot_holds(guess, k) => guess,
             Some(k) => self.slot_of(k, guard),
             None => self.pivots.len(),
         };
@@ -586,12 +636,12 @@ impl<K: Key> Root<K> {
             (Some(p), Some(k)) => p < k,
             _ => true,
         };
-        let mut group = loop {
+        let (found, mut group) = loop {
             let (found, group) = self.slot_group(slot, guard);
             // A group starting at `k` holds nothing below it: the one
             // before it does. Slot 0's group has no pivot, so this stops.
             if below(group) || found == 0 {
-                break group;
+                break (found, group);
             }
             slot = found - 1;
         };
@@ -602,7 +652,7 @@ impl<K: Key> Root<K> {
             }
             group = next;
         }
-        group
+        (found, group)
     }
 
     /// From the predicted slot: back over merged-away slots, then along
@@ -732,6 +782,27 @@ mod tests {
                 let want = groups[expect];
                 assert!(std::ptr::eq(g, want.as_raw()), "probe {probe}");
                 assert_eq!(upper, pivots.get(expect));
+                // From any guessed slot, right, near, wrong or out of range.
+                let near = [expect.wrapping_sub(1), expect, expect + 1];
+                for guess in near.into_iter().chain([0, 250, 499, 500, usize::MAX]) {
+                    let (slot, g, upper) = root.route_bounded_from(&probe, guess, &guard);
+                    assert_eq!(slot, expect, "probe {probe}, guess {guess}");
+                    assert!(
+                        std::ptr::eq(g, want.as_raw()),
+                        "probe {probe}, guess {guess}"
+                    );
+                    assert_eq!(upper, pivots.get(expect));
+                }
+                // Downwards: the group of the largest keys inside an
+                // upper bound, from any guess.
+                let below = pivots.partition_point(|p| *p < probe);
+                for guess in near.into_iter().chain([0, 250, 499, 500, usize::MAX]) {
+                    let (slot, g) = root.route_within(&Bound::Excluded(probe), guess, &guard);
+                    assert_eq!(slot, below, "below {probe}, guess {guess}");
+                    assert!(std::ptr::eq(g, groups[below].as_raw()), "below {probe}");
+                    let (_, g) = root.route_within(&Bound::Included(probe), guess, &guard);
+                    assert!(std::ptr::eq(g, want.as_raw()), "at or below {probe}");
+                }
             }
         }
         assert!(windows[0] > GALLOP_ABOVE_ERROR, "{windows:?}");
