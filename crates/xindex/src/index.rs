@@ -32,15 +32,16 @@ use crate::value::Value;
 const RANGE_BATCH: usize = 64;
 
 /// Records a range iterator's first fetch from either end takes; each
-/// further fetch from that end takes [`RANGE_BATCH_GROWTH`] times as many,
-/// up to [`RANGE_BATCH`] (more on long walks, [`walk_batch`], and folds). A fetch costs about as much as copying a few
-/// dozen records, so a first batch of 16 serves `range(k..).next()` and
+/// further fetch from that end takes [`RANGE_BATCH_GROWTH`] times as
+/// many, up to [`RANGE_BATCH`] (more on long walks, [`walk_batch`], and
+/// folds). A fetch costs about as much as copying a few dozen records, so
+/// a first batch of 16 serves `range(k..).next()` and
 /// `range(..=k).next_back()` (`BTreeMap`'s successor and predecessor
 /// idioms; [`XIndex::lower_bound`] and [`XIndex::upper_bound`] fetch one
 /// record) for a little more than a first batch of 4 did (osm, in
-/// `examples/scan_lengths.rs`: 251-258 -> 262-281 ns; reverse 280 -> 330),
-/// and `take(10)` with one fetch instead of two (410-420 -> 273-292 ns;
-/// reverse 490-540 -> 330-340).
+/// `examples/scan_lengths.rs`: 251-258 -> 262-281 ns; reverse 280 ->
+/// 330), and `take(10)` with one fetch instead of two (410-420 -> 273-292
+/// ns; reverse 490-540 -> 330-340).
 const RANGE_FIRST_BATCH: usize = 16;
 /// Growth of a range iterator's batches: 16, then 64 (a fold's go on to
 /// 256 and 1,024).
@@ -53,14 +54,15 @@ const RANGE_BATCH_GROWTH: usize = 4;
 /// records, a quarter of them, up to [`SCAN_BATCH`].
 ///
 /// A fetch costs about as much as copying 50 records (its search from the
-/// root and its pin), so a long walk in batches of 64 spent more than a
-/// third of its time fetching. Larger batches copy records a consumer that
-/// stops early never takes (larger ones from the third fetch on made
-/// `take(100)` 20-45% slower, session 57); batches of a quarter of what
-/// was fetched keep those under a quarter of the records taken, and leave
-/// walks of up to 256 records as they were. A walk of 10,000 records makes
-/// 23 fetches instead of 157 (osm, a bounded range of 10,000 in a `for`
-/// loop: 20.8-22.7 µs instead of 32.1-32.9, session 58).
+/// root and its pin; before session 58's resumed fetches), so a long walk
+/// in batches of 64 spent more than a third of its time fetching. Larger
+/// batches copy records a consumer that stops early never takes (larger
+/// ones from the third fetch on made `take(100)` 20-45% slower, session
+/// 57); batches of a quarter of what was fetched keep those under a
+/// quarter of the records taken, and leave walks of up to 256 records as
+/// they were. A walk of 10,000 records makes 23 fetches instead of 157
+/// (osm, a bounded range of 10,000 in a `for` loop: 20.8-22.7 µs instead
+/// of 32.1-32.9, session 58).
 fn walk_batch(batch: usize, fetched: usize) -> usize {
     (batch * RANGE_BATCH_GROWTH)
         .min(RANGE_BATCH)
