@@ -381,14 +381,15 @@ impl<K: Key, V: Value> XIndex<K, V> {
     pub fn scan(&self, start: &K, n: usize, out: &mut Vec<(K, V)>) {
         let mut lower = Bound::Included(start.clone());
         let mut remaining = n;
-        let mut resume = ResumeGuess::NONE;
-        // Batches bound how long one epoch pin is held on a long scan.
+        // Batches bound how long one epoch pin is held on a long scan;
+        // each after the first starts where the last stopped.
+        let mut guess = ResumeGuess::NONE;
         while remaining > 0 {
             let before = out.len();
             let batch = remaining.min(SCAN_BATCH);
             let next = self
                 .inner
-                .collect(lower, &Bound::Unbounded, batch, 0, out, &mut resume);
+                .collect(lower, &Bound::Unbounded, batch, 0, out, &mut guess);
             remaining -= out.len() - before;
             match next {
                 Some(resume) => lower = resume,
@@ -446,14 +447,14 @@ impl<K: Key, V: Value> XIndex<K, V> {
     /// throughout the call (one inserted or removed meanwhile may or may
     /// not be seen).
     pub fn lower_bound(&self, bound: Bound<&K>) -> Option<(K, V)> {
-        let (mut found, mut resume) = (None, ResumeGuess::NONE);
+        let (mut found, mut guess) = (None, ResumeGuess::NONE);
         self.inner.collect(
             bound.cloned(),
             &Bound::Unbounded,
             1,
             0,
             &mut found,
-            &mut resume,
+            &mut guess,
         );
         found
     }

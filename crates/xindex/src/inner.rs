@@ -477,14 +477,17 @@ impl<K: Key> Inner<K> {
         /// within `upper`, in key order. Returns where to resume, or `None`
         /// when the range is exhausted. The lines of `lookahead` records
         /// past the limit are requested with the start's: a range
-        /// iterator's next batch then finds them loaded.
+        /// iterator's next batch then finds them loaded. `guess` is where
+        /// to try the start first (where the previous fetch from the same
+        /// place stopped, or [`ResumeGuess::NONE`]) and receives where this
+        /// fetch stopped.
         ///
         /// Built for x86-64-v3 like `get`, with the start's search inlined:
         /// the root's and the array's counts then compare four keys per
         /// instruction. A one-record scan of osm thinned to 43K keys (in
         /// cache) went from 123-125 to 107-110 ns (`examples/scan_lengths.rs`,
         /// session 54); out of cache the search's miss hides most of it.
-        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, lookahead: usize, out: &mut C, resume: &mut ResumeGuess) -> Option<Bound<K>>
+        pub(crate) fn collect<V: Value, C: Collector<K, V>>(&self, lower: Bound<K>, upper: &Bound<K>, limit: usize, lookahead: usize, out: &mut C, guess: &mut ResumeGuess) -> Option<Bound<K>>
             => collect_x86_64_v3, collect_baseline, collect_portable;
     }
 
@@ -497,7 +500,7 @@ impl<K: Key> Inner<K> {
         limit: usize,
         lookahead: usize,
         out: &mut C,
-        resume: &mut ResumeGuess,
+        guess: &mut ResumeGuess,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(lower);
@@ -510,7 +513,7 @@ impl<K: Key> Inner<K> {
         loop {
             let (slot, group, group_end) = match &lower {
                 Bound::Included(k) | Bound::Excluded(k) => {
-                    root.route_bounded_from(k, resume.slot, &guard)
+                    root.route_bounded_from(k, guess.slot, &guard)
                 }
                 Bound::Unbounded => {
                     let (group, end) = root.route_first(&guard);
@@ -533,7 +536,7 @@ impl<K: Key> Inner<K> {
                 lower_ref,
                 tail_len,
                 (limit - taken).saturating_add(lookahead),
-                resume.at,
+                guess.at,
             );
             let mut buf = group.buf.seek(lower_ref);
             let mut tmp = group.tmp().and_then(|t| t.seek(lower_ref));
@@ -569,7 +572,7 @@ impl<K: Key> Inner<K> {
                     at = run_end;
                     taken = out.count() - out_start;
                     if let Some(bound) = resume_at_limit(out, taken, limit) {
-                        *resume = ResumeGuess { slot, at };
+                        *guess = ResumeGuess { slot, at };
                         return Some(bound);
                     }
                     if run_end < span_end {
@@ -607,7 +610,7 @@ impl<K: Key> Inner<K> {
                     out.push(smallest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
-                        *resume = ResumeGuess { slot, at };
+                        *guess = ResumeGuess { slot, at };
                         return Some(Bound::Excluded(smallest.clone()));
                     }
                 }
@@ -625,7 +628,7 @@ impl<K: Key> Inner<K> {
         /// [`collect_rev_portable`](Self::collect_rev_portable), built for
         /// x86-64-v3 like [`collect`](Self::collect) (a range iterator's
         /// `next_back` ran the baseline build's searches).
-        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, lookahead: usize, out: &mut C, resume: &mut ResumeGuess) -> Option<Bound<K>>
+        pub(crate) fn collect_rev<V: Value, C: Collector<K, V>>(&self, lower: &Bound<K>, upper: Bound<K>, limit: usize, lookahead: usize, out: &mut C, guess: &mut ResumeGuess) -> Option<Bound<K>>
             => collect_rev_x86_64_v3, collect_rev_baseline, collect_rev_portable;
     }
 
@@ -633,7 +636,7 @@ impl<K: Key> Inner<K> {
     /// records with keys inside `upper` and `lower` into `out`, in
     /// descending key order, requesting the lines of `lookahead` more
     /// with the start's. Returns the upper bound to resume from, or
-    /// `None` when the range is exhausted.
+    /// `None` when the range is exhausted; `guess` as for `collect`.
     ///
     /// Group by group from the one holding the range's largest keys
     /// ([`Root::route_within`]), each merged backwards from its array (and
@@ -654,7 +657,7 @@ impl<K: Key> Inner<K> {
         limit: usize,
         lookahead: usize,
         out: &mut C,
-        resume: &mut ResumeGuess,
+        guess: &mut ResumeGuess,
     ) -> Option<Bound<K>> {
         if limit == 0 {
             return Some(upper);
@@ -665,7 +668,7 @@ impl<K: Key> Inner<K> {
         let mut taken = 0usize;
         let out_start = out.count();
         loop {
-            let (slot, group) = root.route_within(&upper, resume.slot, &guard);
+            let (slot, group) = root.route_within(&upper, guess.slot, &guard);
             group.prefetch_delta();
             let inside = |k: &K| {
                 above_lower(k, lower) && group.pivot.as_ref().is_none_or(|pivot| k >= pivot)
@@ -678,10 +681,10 @@ impl<K: Key> Inner<K> {
             let mut at = match upper_ref {
                 Bound::Unbounded => array_len + tail_len,
                 Bound::Included(k) => {
-                    group.first_index_rev(Bound::Excluded(k), tail_len, run, resume.at)
+                    group.first_index_rev(Bound::Excluded(k), tail_len, run, guess.at)
                 }
                 Bound::Excluded(k) => {
-                    group.first_index_rev(Bound::Included(k), tail_len, run, resume.at)
+                    group.first_index_rev(Bound::Included(k), tail_len, run, guess.at)
                 }
             };
             let mut buf = group.buf.seek_last(upper_ref);
@@ -715,7 +718,7 @@ impl<K: Key> Inner<K> {
                         at = run_start;
                         taken = out.count() - out_start;
                         if let Some(bound) = resume_at_limit(out, taken, limit) {
-                            *resume = ResumeGuess { slot, at };
+                            *guess = ResumeGuess { slot, at };
                             return Some(bound);
                         }
                         continue;
@@ -747,7 +750,7 @@ impl<K: Key> Inner<K> {
                     out.push(largest.clone(), V::from_word(word));
                     taken += 1;
                     if taken == limit {
-                        *resume = ResumeGuess { slot, at };
+                        *guess = ResumeGuess { slot, at };
                         return Some(Bound::Excluded(largest.clone()));
                     }
                 }
@@ -794,14 +797,14 @@ impl<K: Key> Inner<K> {
     /// [`last_within`](Self::last_within) for the build's baseline target.
     #[inline(always)]
     pub(crate) fn last_within_portable(&self, upper: Bound<&K>) -> Option<(K, u64)> {
-        let (mut found, mut resume) = (None, ResumeGuess::NONE);
+        let (mut found, mut guess) = (None, ResumeGuess::NONE);
         self.collect_rev_portable::<u64, _>(
             &Bound::Unbounded,
             upper.cloned(),
             1,
             0,
             &mut found,
-            &mut resume,
+            &mut guess,
         );
         found
     }
