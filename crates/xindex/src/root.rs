@@ -554,7 +554,8 @@ impl<K: Key> Root<K> {
         key: &K,
         guard: &'g Guard,
     ) -> (&'g Group<K>, Option<&'g K>) {
-        self.locate(self.slot_of(key, guard), Some(key), guard)
+        let (_, group, end) = self.route_bounded_from(key, usize::MAX, guard);
+        (group, end)
     }
 
     /// The group responsible for `key` and the exclusive upper end of its
@@ -610,12 +611,12 @@ impl<K: Key> Root<K> {
     /// Inlined, like [`route`](Self::route), so that the root's search is
     /// built for x86-64-v3 inside `Inner::last_within`: out of line it ran
     /// the baseline build's search, 15% of a floor query's time on osm.
-    #[inline(always)]
     ///
     /// `guess` is a slot to try before the model, as for
     /// [`route_bounded_from`](Self::route_bounded_from); the slot the group
     /// was found in is returned with it, the guess for the next call
     /// (`usize::MAX`, no guess, for an `Included` bound).
+    #[inline(always)]
     pub(crate) fn route_within<'g>(
         &'g self,
         upper: &Bound<K>,
