@@ -256,8 +256,33 @@ impl CellBlock {
     /// changed the block in between, the round's appends are taken back
     /// and it runs again. Removed and unused slots append nothing; pointer
     /// records are read through [`Record::read`].
-    #[inline]
+    ///
+    /// Inline, the round where every wanted slot is live (every round in a
+    /// compacted array) is a bounds computation and a copy; the general
+    /// round is out of line.
+    #[inline(always)]
     pub(crate) fn append_live<K: Clone, V: Value>(
+        &self,
+        first: usize,
+        keys: &[K],
+        out: &mut Vec<(K, V)>,
+    ) {
+        let end = first.saturating_add(keys.len()).min(SLOTS);
+        let first = first.min(end);
+        let before = self.meta.load(Ordering::Acquire);
+        if before & LOCK == 0
+            && live_slots(before) & slot_mask(first, end) == slot_mask(first, end)
+            && self.copy_live(keys, &self.words[first..end], before, out)
+        {
+            return;
+        }
+        self.append_live_by_slot(first, keys, out);
+    }
+
+    /// [`append_live`](Self::append_live)'s general round: waits out a
+    /// writer's lock and reads each slot by kind.
+    #[inline(never)]
+    fn append_live_by_slot<K: Clone, V: Value>(
         &self,
         first: usize,
         keys: &[K],
@@ -322,7 +347,7 @@ impl CellBlock {
         {
             return;
         }
-        self.append_live(0, keys, out);
+        self.append_live_by_slot(0, keys, out);
     }
 
     /// Appends `keys` paired with the values in `words`, slots that the
