@@ -732,6 +732,31 @@ impl<'a, K: Key, V: Value> IntoIterator for &'a XIndex<K, V> {
     }
 }
 
+/// Inserts every pair in order, as [`insert`](XIndex::insert) does one at
+/// a time (an upsert: of two pairs with one key, the later value stays).
+/// Through a shared reference, so threads can extend one index together;
+/// each insert is linearizable on its own, the whole call is not atomic.
+///
+/// # Panics
+///
+/// As [`insert`](XIndex::insert), when the index is poisoned.
+impl<K: Key, V: Value> Extend<(K, V)> for &XIndex<K, V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
+        for (key, value) in pairs {
+            self.insert(key, value);
+        }
+    }
+}
+
+/// As `Extend` for `&XIndex`, so `index.extend(pairs)` reads as it does
+/// for `BTreeMap`.
+impl<K: Key, V: Value> Extend<(K, V)> for XIndex<K, V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
+        let mut shared: &Self = self;
+        shared.extend(pairs);
+    }
+}
+
 /// Formats the records as a map, as `BTreeMap` does (read by
 /// [`iter`](XIndex::iter): not an atomic snapshot while writers run).
 impl<K: Key, V: Value + fmt::Debug> fmt::Debug for XIndex<K, V> {

@@ -1061,3 +1061,36 @@ fn string_key_ranges_from_both_ends_match_a_btreemap() {
         }
     }
 }
+
+#[test]
+fn extend_upserts_in_order_from_one_or_many_threads() {
+    // Owned: `BTreeMap`'s `extend`, later pairs winning.
+    let mut index: XIndex<u64, u64> = XIndex::new(tiny_config()).expect("valid config");
+    let mut oracle = std::collections::BTreeMap::new();
+    let pairs: Vec<(u64, u64)> = (0..3_000u64).map(|i| ((i * 7919) % 1_000, i)).collect();
+    index.extend(pairs.iter().copied());
+    oracle.extend(pairs.iter().copied());
+    assert_eq!(index.len(), oracle.len());
+    assert!(index.iter().eq(oracle.iter().map(|(&k, &v)| (k, v))));
+    // Shared: threads extend one index with disjoint keys, and upsert
+    // the keys already there.
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let mut shared = &index;
+            s.spawn(move || {
+                shared.extend((0..2_000u64).map(|i| (10_000 + i * 2 + t, t)));
+                shared.extend([(t, 100 + t)]);
+            });
+        }
+    });
+    for t in 0..2u64 {
+        oracle.extend((0..2_000u64).map(|i| (10_000 + i * 2 + t, t)));
+        oracle.insert(t, 100 + t);
+    }
+    settle(&index);
+    assert_eq!(index.len(), oracle.len());
+    assert!(index.iter().eq(oracle.iter().map(|(&k, &v)| (k, v))));
+    // Empty input changes nothing.
+    index.extend(std::iter::empty());
+    assert_eq!(index.len(), oracle.len());
+}
