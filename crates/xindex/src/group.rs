@@ -719,7 +719,8 @@ impl<K: Key> Group<K> {
     /// flight together with the window that finds the start, the copy then
     /// waits for one round trip to memory instead of two (the start's
     /// window, then the run). At most [`SCAN_PREFETCH_LINES`] lines of each,
-    /// the ones nearest the start.
+    /// the ones nearest the start. Runs of at most [`SHORT_RUN`] records
+    /// get what a `get` requests instead (they end inside the window).
     /// Keys that own memory are left to the copy.
     ///
     /// The keys go first, the search's window among them: the search waits
