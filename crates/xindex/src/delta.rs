@@ -98,7 +98,7 @@ fn write_reviving(cell: &RecordCell, op: Write) -> Upserted {
     }
 }
 
-/// What [`Delta::upsert`] did.
+/// What [`Delta::write`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Upserted {
     /// The key's previous value.

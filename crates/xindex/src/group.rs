@@ -629,7 +629,8 @@ impl<K: Key> Group<K> {
         self.lower_bound_from(key, self.prediction(key))
     }
 
-    /// [`lower_bound`](Self::lower_bound) from a prediction.
+    /// The first array index whose key is not below `key`, searched from a
+    /// prediction.
     ///
     /// First a branch-free count over the [`SEARCH_WINDOW`] keys around the
     /// predicted position (their two or three cache lines load in parallel,
