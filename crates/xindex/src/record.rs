@@ -269,9 +269,10 @@ impl CellBlock {
     ) {
         let end = first.saturating_add(keys.len()).min(SLOTS);
         let first = first.min(end);
+        let wanted = slot_mask(first, end);
         let before = self.meta.load(Ordering::Acquire);
         if before & LOCK == 0
-            && live_slots(before) & slot_mask(first, end) == slot_mask(first, end)
+            && live_slots(before) & wanted == wanted
             && self.copy_live(keys, &self.words[first..end], before, out)
         {
             return;
